@@ -1,0 +1,61 @@
+// accumulator: tensor-core accumulator models as data (AccumulatorSpec) and the fused step.
+//
+// A tensor core's FP8 dot product is modelled as a *fused group sum*: per step it takes
+// `group` exact products a_i*b_i and (optionally) the incoming accumulator c, aligns them to
+// the largest exponent among them, cuts each term to `frac_bits` fraction bits below that
+// exponent, adds the cut terms exactly, and rounds the sum once to the output grid.
+// A dot product along K is a chain of such steps, each step's output being the next c.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "format.hpp"
+#include "rounding.hpp"
+
+namespace fp8sim {
+
+struct AccumulatorSpec {
+  std::string name;            // preset name, or the custom: text it was parsed from
+  int group = 32;              // products fused per step (>= 1)
+  int frac_bits = 13;          // fraction bits kept below the group's largest exponent (0..62)
+  Rounding term_cut = Rounding::rz;  // how each aligned term is cut: rz or rne
+  bool c_joins_alignment = true;     // c is aligned and cut with the products; else c is
+                                     // added exactly to the cut sum before output rounding
+  bool renormalise_products = false; // false: a product's exponent is e_a+e_b (significand
+                                     // in [1,4)); true: exponent of the exact product
+  FormatSpec output;           // output grid (e8m13: 14 significant bits in an fp32 container)
+  Rounding output_rounding = Rounding::rz;
+  bool exact = false;          // exact model: exact sum of c and all products, one rounding
+  std::string evidence;        // where the parameters come from (paper section, probe, data)
+};
+
+// Every preset, in the order `fp8sim models` lists them:
+// hopper-wgmma, hopper-wgmma-f16, ada-fp8, blackwell-fp8, fp32, exact.
+const std::vector<AccumulatorSpec>& accumulator_presets();
+
+// A preset by name, or a custom model: "custom:group=32,frac=13,out=14,cut=rz" with optional
+// keys outround=rz|rne|..., c=join|exact, renorm=0|1, outfmt=<format> (overrides out=).
+// `out=B` means B significant bits in an fp32 container (format e8m(B-1)).
+// Throws std::invalid_argument naming the bad key or value.
+AccumulatorSpec accumulator_by_name(std::string_view name);
+
+// Checks ranges (group >= 1, frac_bits 0..62, output width); throws std::invalid_argument.
+void validate(const AccumulatorSpec& m);
+
+// One line: "group=32 frac=13 cut=rz c=join renorm=0 out=e8m13 outround=rz".
+std::string describe(const AccumulatorSpec& m);
+
+// One fused step with exact input values (each a decoded format value):
+//   result = round_output( c (+) sum_{i<n} a[i]*b[i] ),  n <= group.
+// Special values: any NaN operand, 0*Inf, or Inf-Inf gives NaN; otherwise an Inf product
+// or c gives that Inf; a finite sum beyond the output's range overflows to Inf.
+// This is the plain reference implementation; gemm.hpp has the fast engine.
+double fused_step(const AccumulatorSpec& m, const double* a, const double* b, int n, double c);
+
+// A dot product along K: steps of m.group products, c entering the first step.
+double chained_dot(const AccumulatorSpec& m, const double* a, const double* b, int k, double c);
+
+}  // namespace fp8sim

@@ -1,0 +1,107 @@
+// cmd_convert: `fp8sim encode`, `decode` and `table`, the format conversions on the command line.
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "format.hpp"
+#include "rng.hpp"
+#include "rounding.hpp"
+
+namespace fp8sim::cli {
+namespace {
+
+// Decimal, hex float (0x1.8p3), inf, -inf, nan; the whole text must be a number.
+double parse_value(const std::string& s) {
+  if (s.empty()) throw std::invalid_argument("empty value");
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || *end != '\0')
+    throw std::invalid_argument(fmt::format("bad value '{}': not a number", s));
+  return v;  // values beyond double's range arrive as +-inf, which encode treats as overflow
+}
+
+std::uint32_t parse_code(const FormatSpec& f, const std::string& s) {
+  std::size_t pos = 0;
+  unsigned long long c = 0;
+  try {
+    c = std::stoull(s, &pos, 0);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  if (pos == 0 || pos != s.size() || s[0] == '-')
+    throw std::invalid_argument(fmt::format("bad code '{}': not a non-negative integer", s));
+  if (!is_valid_code(f, c))
+    throw std::invalid_argument(
+        fmt::format("bad code '{}': format '{}' has {} bits", s, f.name, total_bits(f)));
+  return static_cast<std::uint32_t>(c);
+}
+
+struct ConvertArgs {
+  std::string format;
+  std::string rounding = "rne";
+  std::string overflow = "saturate";
+  std::uint64_t seed = 0;
+  int sr_bits = 32;
+  std::vector<std::string> items;
+};
+
+}  // namespace
+
+void add_convert_commands(CLI::App& app) {
+  auto args = std::make_shared<ConvertArgs>();
+
+  auto* enc = app.add_subcommand("encode", "Round values into a format; print one code per line");
+  enc->add_option("--format,-f", args->format, "Target format (e4m3, e5m2, e5m6, eXmY, ...)")
+      ->required();
+  enc->add_option("--rounding,-r", args->rounding, "rne|rz|ru|rd|rna|sr")->capture_default_str();
+  enc->add_option("--overflow", args->overflow, "saturate|nonsat")->capture_default_str();
+  enc->add_option("--seed", args->seed, "Seed for stochastic rounding")->capture_default_str();
+  enc->add_option("--sr-bits", args->sr_bits, "Random bits per stochastic rounding (1..64)")
+      ->capture_default_str();
+  enc->add_option("values", args->items, "Values: decimals, hex floats, inf, -inf, nan")
+      ->required();
+  enc->callback([args] {
+    const FormatSpec f = format_by_name(args->format);
+    RoundingSpec r{parse_rounding(args->rounding), parse_overflow(args->overflow), args->sr_bits};
+    validate(r);
+    std::string out;
+    for (std::size_t i = 0; i < args->items.size(); ++i) {
+      const double v = parse_value(args->items[i]);
+      const std::uint32_t code = encode(v, f, r, random_u64(args->seed, /*stream=*/0, i));
+      out += format_code(f, code) + "\n";
+    }
+    fmt::print("{}", out);
+  });
+
+  auto* dec = app.add_subcommand("decode", "Print the exact value of each code");
+  dec->add_option("--format,-f", args->format, "Format of the codes")->required();
+  dec->add_option("codes", args->items, "Codes: 0x3f, 63, ...")->required();
+  dec->callback([args] {
+    const FormatSpec f = format_by_name(args->format);
+    std::string out;
+    for (const auto& s : args->items) out += format_value(decode(f, parse_code(f, s))) + "\n";
+    fmt::print("{}", out);
+  });
+
+  auto* tab = app.add_subcommand("table", "Print every code of a format with its value");
+  tab->add_option("--format,-f", args->format, "Format to list (at most 16 bits)")->required();
+  tab->callback([args] {
+    const FormatSpec f = format_by_name(args->format);
+    if (total_bits(f) > 16)
+      throw std::invalid_argument(
+          fmt::format("format '{}' has {} bits: table lists formats of at most 16 bits", f.name,
+                      total_bits(f)));
+    std::string out;
+    for (std::uint32_t c : all_codes(f))
+      out += fmt::format("{} {}\n", format_code(f, c), format_value(decode(f, c)));
+    fmt::print("{}", out);
+  });
+}
+
+}  // namespace fp8sim::cli

@@ -1,0 +1,51 @@
+// exact: exact dot products and GEMMs of decoded values, rounded once at the end.
+//
+// The only user of Boost.Multiprecision in fp8sim. Every error fp8sim reports is measured
+// against these results.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "format.hpp"
+#include "rounding.hpp"
+
+namespace fp8sim {
+
+// An exact real number held as a fixed-point integer: value = mantissa * 2^-kScaleBits.
+// Wide enough for any sum of products of two finite fp32 values (products reach 2^-298).
+class ExactSum {
+ public:
+  static constexpr int kScaleBits = 320;
+  ExactSum();
+  ~ExactSum();
+  ExactSum(const ExactSum&);
+  ExactSum& operator=(const ExactSum&);
+
+  void add(double x);                   // exact; x finite
+  void add_product(double a, double b); // exact; a, b finite
+  void add(const ExactSum& other);
+  bool is_zero() const;
+  int sign() const;                     // -1, 0, +1
+  // Round once into f (NaN/Inf never arise: inputs are finite).
+  std::uint32_t round_to(const FormatSpec& f, const RoundingSpec& r = {}) const;
+  double to_double() const;             // round to nearest even double
+  // The value as Unrounded (top 64 bits + sticky), for round_to_format.
+  Unrounded unrounded() const;
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+// Exact c + sum a[i]*b[i] of finite doubles. NaN/Inf inputs are the caller's business.
+ExactSum exact_dot(std::span<const double> a, std::span<const double> b, double c = 0.0);
+
+// Exact GEMM of decoded values: D[m][n] = round(C[m][n] + sum_k A[m][k]*B[n][k]) into `out`
+// (B is N x K, row-major). Returns D as doubles of `out`'s values.
+std::vector<double> exact_gemm(int M, int N, int K, std::span<const double> A,
+                               std::span<const double> B, std::span<const double> C,
+                               const FormatSpec& out, const RoundingSpec& r = {});
+
+}  // namespace fp8sim

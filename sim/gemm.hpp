@@ -1,0 +1,68 @@
+// gemm: the FP8 GEMM engine — accumulator model stepped along K, chunked promotion to an
+// FP32 main accumulator, and per-tensor / per-row / block / MX scaling applied at promotion.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "accumulator.hpp"
+#include "format.hpp"
+
+namespace fp8sim {
+
+enum class Scaling : std::uint8_t {
+  none,    // no scales
+  tensor,  // one scale for A, one for B: sa[1], sb[1]
+  row,     // per row of A and per column of B: sa[M], sb[N]
+  block,   // A tiles 1 x g along K, B blocks g x g: sa[M][ceil(K/g)], sb[ceil(N/g)][ceil(K/g)]
+  mx,      // MX: 1 x 32 blocks along K for A and B, E8M0 scales: sa[M][K/32], sb[N][K/32]
+};
+Scaling parse_scaling(std::string_view s);  // none|tensor|row|block|mx
+std::string_view to_string(Scaling s);
+
+enum class ScaleOrder : std::uint8_t {
+  deepgemm,  // acc = fmaf(sa*sb, partial, acc)         (DeepGEMM sm90_fp8_gemm_1d2d)
+  cublaslt,  // acc = fmaf(partial*sa, sb, acc)         (cuBLASLt epilogue order)
+};
+ScaleOrder parse_scale_order(std::string_view s);
+std::string_view to_string(ScaleOrder s);
+
+struct GemmSpec {
+  FormatSpec a_format;            // e4m3 or e5m2 (any <= 8-bit format works)
+  FormatSpec b_format;
+  AccumulatorSpec model;
+  int promote_every = 0;          // K elements per chunk; 0 = never; multiple of model.group
+  Scaling scaling = Scaling::none;
+  int block = 128;                // g for Scaling::block (MX is always 32)
+  ScaleOrder order = ScaleOrder::deepgemm;
+  FormatSpec out_type;            // fp32, bf16 or fp16 (round to nearest even from fp32)
+  int threads = 0;                // 0: all hardware threads; results never depend on it
+};
+
+// Shapes of the scale arrays for a spec and problem size: {rows, cols} of sa and sb.
+struct ScaleShapes {
+  std::size_t a_rows, a_cols, b_rows, b_cols;
+};
+ScaleShapes scale_shapes(const GemmSpec& s, int M, int N, int K);
+
+// Checks the spec against the problem size: K a multiple of the group, promote_every a
+// multiple of the group, scale blocks holding whole chunks. Throws std::invalid_argument.
+void validate(const GemmSpec& s, int M, int N, int K);
+
+// D (M x N, row-major, as float values of s.out_type) = A (M x K codes, row-major) times
+// B^T (B is N x K codes, row-major: each row one column of B, cuBLASLt's "TN"), with C
+// (M x N fp32, may be empty) entering the tensor-core accumulator at the start of the first
+// chunk. Each chunk's result is added into an FP32 main accumulator starting at +0 with the
+// scales of that chunk (order s.order; unscaled chunks add with one round-to-nearest add).
+// sa / sb: scale values (MX: already decoded E8M0 powers of two) in the shapes above.
+void gemm(const GemmSpec& s, int M, int N, int K, std::span<const std::uint8_t> A,
+          std::span<const std::uint8_t> B, std::span<const float> C, std::span<const float> sa,
+          std::span<const float> sb, std::span<float> D);
+
+// Convenience: single dot product of two code vectors through the same engine (M=N=1).
+float gemm_dot(const GemmSpec& s, std::span<const std::uint8_t> a,
+               std::span<const std::uint8_t> b, float c = 0.0f);
+
+}  // namespace fp8sim

@@ -1,0 +1,47 @@
+// npy: reading and writing NumPy .npy files (format versions 1.0-3.0, C order only).
+//
+// A small strict reader, because every malformed or mismatched file must end in a one-line
+// error naming the file and the problem (xtensor's xnpy, the one packaged alternative, pulls
+// in xtensor and reports some malformed headers by assertion).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fp8sim {
+
+// dtype spellings as in the header's 'descr': "|u1", "<f4", "<f8", "<u2", "<u4", "<i4", "<i8".
+struct NpyArray {
+  std::string descr;
+  std::vector<std::size_t> shape;
+  std::vector<std::uint8_t> data;  // raw little-endian bytes, C order
+
+  std::size_t size() const;        // product of the shape (1 for a 0-d array)
+  std::size_t item_size() const;   // bytes per element from descr
+  template <class T> std::vector<T> as() const;  // copies data out; caller checked descr
+};
+
+// Reads `path`. Throws std::runtime_error("<path>: <problem>") for a missing file, bad magic,
+// unsupported version, malformed header, Fortran order, big-endian or unknown dtype, or a
+// data section whose length does not match the shape.
+NpyArray read_npy(const std::string& path);
+
+// Reads and checks dtype and rank / exact shape (a 0 in `shape` matches any extent).
+// Throws std::runtime_error("<path>: expected dtype <f4, got |u1") and the like.
+NpyArray read_npy_checked(const std::string& path, const std::string& descr,
+                          const std::vector<std::size_t>& shape);
+
+// Writes a C-order array (version 1.0). Writes to `path + ".tmp"` then renames, so a failed
+// run never leaves a partial output file. Throws std::runtime_error on I/O failure.
+void write_npy(const std::string& path, const std::string& descr,
+               const std::vector<std::size_t>& shape, const void* data, std::size_t bytes);
+
+template <class T>
+std::vector<T> NpyArray::as() const {
+  std::vector<T> out(data.size() / sizeof(T));
+  if (!out.empty()) __builtin_memcpy(out.data(), data.data(), out.size() * sizeof(T));
+  return out;
+}
+
+}  // namespace fp8sim

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# setup: install what fp8sim needs (Debian packages, a Python venv from PyPI) and build it.
+# Safe to run twice: installs only what is missing, rebuilds incrementally.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+pkgs=(cmake ninja-build g++ git libeigen3-dev libboost-dev libfmt-dev catch2 libcli11-dev
+      nlohmann-json3-dev libbenchmark-dev python3-venv)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+stamp=.venv/.requirements.sha
+want="$(sha256sum tests/requirements.txt | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: installing Python packages from tests/requirements.txt"
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -r tests/requirements.txt
+  echo "$want" > "$stamp"
+fi
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DPython3_EXECUTABLE="$root/.venv/bin/python" > build.log 2>&1 || { cat build.log; exit 1; }
+grep -E '^-- fp8sim' build.log || true
+cmake --build build -j"$(nproc)" 2>&1 | tail -n 3
+rm -f build.log
