@@ -51,6 +51,28 @@ ScaleShapes scale_shapes(const GemmSpec& s, int M, int N, int K);
 // multiple of the group, scale blocks holding whole chunks. Throws std::invalid_argument.
 void validate(const GemmSpec& s, int M, int N, int K);
 
+// An operand decoded once for the engine: each element's exact value and the exponent the
+// accumulator aligns on (floor(log2|v|) for normal values, the format's minimum normal
+// exponent for subnormals, kZeroExponent for zeros). Row-major rows x cols (K along cols).
+struct Operand {
+  static constexpr int kZeroExponent = -1000;
+  int rows = 0, cols = 0;
+  FormatSpec format;
+  std::vector<float> value;
+  std::vector<std::int16_t> exponent;
+  bool has_special = false;  // some element is NaN or Inf
+};
+// From codes of `f` (any format up to 16 bits; codes are validated).
+Operand decode_operand(const FormatSpec& f, int rows, int cols, std::span<const std::uint8_t> codes);
+Operand decode_operand(const FormatSpec& f, int rows, int cols, std::span<const std::uint32_t> codes);
+// From values already representable in `f` (e.g. quantize() results); throws
+// std::invalid_argument if one is not.
+Operand operand_from_values(const FormatSpec& f, int rows, int cols, std::span<const double> values);
+
+// D = A * B^T on decoded operands (A: M x K, B: N x K); see gemm() below for the semantics.
+void gemm(const GemmSpec& s, const Operand& A, const Operand& B, std::span<const float> C,
+          std::span<const float> sa, std::span<const float> sb, std::span<float> D);
+
 // D (M x N, row-major, as float values of s.out_type) = A (M x K codes, row-major) times
 // B^T (B is N x K codes, row-major: each row one column of B, cuBLASLt's "TN"), with C
 // (M x N fp32, may be empty) entering the tensor-core accumulator at the start of the first
