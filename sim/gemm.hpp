@@ -83,6 +83,14 @@ void gemm(const GemmSpec& s, int M, int N, int K, std::span<const std::uint8_t> 
           std::span<const std::uint8_t> B, std::span<const float> C, std::span<const float> sa,
           std::span<const float> sb, std::span<float> D);
 
+// T independent dot products: D[t] = dot(A row t, B row t) through the same engine, with C[t]
+// (may be empty) entering the first chunk. A and B both have T rows and K columns. Scales
+// are per row of A and B: tensor/row: sa[T], sb[T]; block/mx: sa[T][K/g], sb[T][K/g] (for
+// a single dot product a g x g block of B reduces to the 1 x g scales of its one column).
+// For sweeps: one trial per row.
+void batched_dot(const GemmSpec& s, const Operand& A, const Operand& B, std::span<const float> C,
+                 std::span<const float> sa, std::span<const float> sb, std::span<float> D);
+
 // Convenience: single dot product of two code vectors through the same engine (M=N=1).
 float gemm_dot(const GemmSpec& s, std::span<const std::uint8_t> a,
                std::span<const std::uint8_t> b, float c = 0.0f);
