@@ -55,6 +55,24 @@ std::string describe(const AccumulatorSpec& m);
 // This is the plain reference implementation; gemm.hpp has the fast engine.
 double fused_step(const AccumulatorSpec& m, const double* a, const double* b, int n, double c);
 
+// The same step with each operand's alignment exponent given (gemm.hpp's Operand::exponent:
+// for subnormal inputs the format's minimum normal exponent, which fused_step cannot know).
+double fused_step_exponents(const AccumulatorSpec& m, const double* a, const int* ea,
+                            const double* b, const int* eb, int n, double c);
+
+// The step's final rounding: u into m.output by m.output_rounding; beyond the output's
+// largest binade the result is +-Inf whatever the direction; a zero result is +0.
+double round_accumulator_output(const AccumulatorSpec& m, const Unrounded& u);
+
+// The same step with each operand's alignment exponent given (gemm.hpp's Operand::exponent:
+// for subnormal inputs the format's minimum normal exponent, which fused_step cannot know).
+double fused_step_exponents(const AccumulatorSpec& m, const double* a, const int* ea,
+                            const double* b, const int* eb, int n, double c);
+
+// The step's final rounding: u into m.output by m.output_rounding; beyond the output's
+// largest binade the result is +-Inf whatever the direction; a zero result is +0.
+double round_accumulator_output(const AccumulatorSpec& m, const Unrounded& u);
+
 // A dot product along K: steps of m.group products, c entering the first step.
 double chained_dot(const AccumulatorSpec& m, const double* a, const double* b, int k, double c);
 

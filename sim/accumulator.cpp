@@ -1,0 +1,321 @@
+// accumulator: model presets, custom-model parsing and the reference fused step.
+#include "accumulator.hpp"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "exact.hpp"
+
+namespace fp8sim {
+namespace {
+
+using i128 = __int128;
+
+AccumulatorSpec make(std::string name, int group, int frac, Rounding cut, bool c_joins,
+                     const char* out_format, Rounding out_rounding, bool exact,
+                     std::string evidence) {
+  AccumulatorSpec m;
+  m.name = std::move(name);
+  m.group = group;
+  m.frac_bits = frac;
+  m.term_cut = cut;
+  m.c_joins_alignment = c_joins;
+  m.output = format_by_name(out_format);
+  m.output_rounding = out_rounding;
+  m.exact = exact;
+  m.evidence = std::move(evidence);
+  return m;
+}
+
+}  // namespace
+
+// The preset table: the only place hardware parameters live. Each row cites its evidence;
+// tests/test_accumulator_hwdata.cpp replays the public measured vectors against the rows.
+const std::vector<AccumulatorSpec>& accumulator_presets() {
+  static const std::vector<AccumulatorSpec> presets = {
+      make("hopper-wgmma", 32, 13, Rounding::rz, true, "e8m13", Rounding::rz, false,
+           "H100/H200 FP8 wgmma, FP32 accumulate: 32 products + c aligned to the largest "
+           "exponent, each cut toward zero 13 bits below it, output cut to 14 bits "
+           "(DeepSeek-V3 s3.5.2; Khattak & Mikaitis arXiv 2512.07004; MMA-Sim f32_e8m13); "
+           "reproduces all 10000 H100/H200 FP8 rows of the public validation data"),
+      make("hopper-wgmma-f16", 32, 13, Rounding::rz, true, "fp16", Rounding::rne, false,
+           "H100 FP8 wgmma, FP16 accumulate: the FP32 fused sum, then rounded to fp16 "
+           "(fitted to the public H100 d_fp16 rows)"),
+      make("ada-fp8", 32, 13, Rounding::rz, true, "e8m13", Rounding::rz, false,
+           "Ada (L40S) FP8 mma: fitted to the public Ada rows, which apply c"),
+      make("blackwell-fp8", 32, 25, Rounding::rz, true, "fp32", Rounding::rz, false,
+           "B200 FP8 tcgen05: fitted to the public B200 rows, which apply c"),
+      make("fp32", 1, 0, Rounding::rne, true, "fp32", Rounding::rne, true,
+           "IEEE single precision: one product added per step, rounded to nearest even "
+           "(products of FP8 values are exact in fp32, so this is also fmaf)"),
+      make("exact", 0, 0, Rounding::rne, true, "fp32", Rounding::rne, true,
+           "exact sum of c and every product of the chunk, rounded once to fp32"),
+  };
+  return presets;
+}
+
+void validate(const AccumulatorSpec& m) {
+  if (m.group < 0 || (m.group == 0 && !m.exact))
+    throw std::invalid_argument(
+        fmt::format("model '{}': group {} must be >= 1 (0 only for exact)", m.name, m.group));
+  if (!m.exact && (m.frac_bits < 0 || m.frac_bits > 62))
+    throw std::invalid_argument(
+        fmt::format("model '{}': frac bits {} not in 0..62", m.name, m.frac_bits));
+  if (m.term_cut != Rounding::rz && m.term_cut != Rounding::rne)
+    throw std::invalid_argument(fmt::format("model '{}': cut must be rz or rne", m.name));
+  if (m.output_rounding == Rounding::sr)
+    throw std::invalid_argument(
+        fmt::format("model '{}': stochastic output rounding is not modelled", m.name));
+  validate(m.output);
+  if (!has_inf(m.output))
+    throw std::invalid_argument(
+        fmt::format("model '{}': output format {} needs Inf (an IEEE format)", m.name,
+                    m.output.name));
+}
+
+std::string describe(const AccumulatorSpec& m) {
+  const std::string group = m.group == 0 ? "all" : std::to_string(m.group);
+  const std::string frac = m.exact ? "exact" : std::to_string(m.frac_bits);
+  return fmt::format("group={} frac={} cut={} c={} renorm={} out={} outround={}", group, frac,
+                     to_string(m.term_cut), m.c_joins_alignment ? "join" : "exact",
+                     m.renormalise_products ? 1 : 0, m.output.name,
+                     to_string(m.output_rounding));
+}
+
+AccumulatorSpec accumulator_by_name(std::string_view name) {
+  for (const auto& p : accumulator_presets())
+    if (p.name == name) return p;
+  constexpr std::string_view kCustom = "custom:";
+  if (name.substr(0, kCustom.size()) != kCustom) {
+    std::string known;
+    for (const auto& p : accumulator_presets()) known += (known.empty() ? "" : ", ") + p.name;
+    throw std::invalid_argument(fmt::format(
+        "unknown model '{}' (known: {}, or custom:group=32,frac=13,out=14,cut=rz)", name,
+        known));
+  }
+  AccumulatorSpec m = accumulator_by_name("hopper-wgmma");
+  m.name = std::string(name);
+  m.evidence = "custom model from the command line";
+  std::string_view rest = name.substr(kCustom.size());
+  auto to_int = [&](std::string_view key, std::string_view v) {
+    int x = 0;
+    bool ok = !v.empty() && v.size() < 4;
+    for (char ch : v) ok = ok && ch >= '0' && ch <= '9', x = x * 10 + (ch - '0');
+    if (!ok)
+      throw std::invalid_argument(
+          fmt::format("model '{}': {}='{}' is not a non-negative integer", name, key, v));
+    return x;
+  };
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    const auto eq = item.find('=');
+    if (eq == std::string_view::npos)
+      throw std::invalid_argument(fmt::format("model '{}': '{}' is not key=value", name, item));
+    const std::string_view key = item.substr(0, eq), v = item.substr(eq + 1);
+    if (key == "group") {
+      m.group = to_int(key, v);
+    } else if (key == "frac") {
+      if (v == "exact") {
+        m.exact = true;
+      } else {
+        m.frac_bits = to_int(key, v);
+        m.exact = false;
+      }
+    } else if (key == "out") {
+      const int bits = to_int(key, v);
+      if (bits < 1 || bits > 24)
+        throw std::invalid_argument(
+            fmt::format("model '{}': out={} significant bits not in 1..24", name, bits));
+      m.output = format_by_name(fmt::format("e8m{}", bits - 1));
+    } else if (key == "outfmt") {
+      m.output = format_by_name(v);
+    } else if (key == "cut") {
+      m.term_cut = parse_rounding(v);
+    } else if (key == "outround") {
+      m.output_rounding = parse_rounding(v);
+    } else if (key == "c") {
+      if (v != "join" && v != "exact")
+        throw std::invalid_argument(fmt::format("model '{}': c must be join or exact", name));
+      m.c_joins_alignment = v == "join";
+    } else if (key == "renorm") {
+      m.renormalise_products = to_int(key, v) != 0;
+    } else {
+      throw std::invalid_argument(fmt::format(
+          "model '{}': unknown key '{}' (group, frac, out, outfmt, cut, outround, c, renorm)",
+          name, key));
+    }
+  }
+  validate(m);
+  return m;
+}
+
+namespace {
+
+int exponent_of(double v) {
+  int e = 0;
+  std::frexp(v, &e);
+  return e - 1;  // floor(log2|v|)
+}
+
+// |x| / 2^grid cut to an integer by `cut` (rz or rne), sign applied. x finite.
+i128 cut_to_grid(double x, int grid, Rounding cut) {
+  if (x == 0.0) return 0;
+  int e = 0;
+  const double fr = std::frexp(std::fabs(x), &e);
+  const std::int64_t m = static_cast<std::int64_t>(std::ldexp(fr, 53));  // |x| = m * 2^(e-53)
+  const int shift = e - 53 - grid;
+  i128 n;
+  if (shift >= 0) {
+    if (shift > 126 - 53) throw std::overflow_error("accumulator term beyond 128 bits");
+    n = i128(m) << shift;
+  } else if (-shift >= 64) {
+    n = 0;  // m < 2^53: below 2^-11 of a unit, so both cuts give 0
+  } else {
+    const int s = -shift;
+    n = m >> s;
+    if (cut == Rounding::rne) {
+      const std::uint64_t rest = std::uint64_t(m) & ((std::uint64_t{1} << s) - 1);
+      const std::uint64_t half = std::uint64_t{1} << (s - 1);
+      if (rest > half || (rest == half && (n & 1))) n += 1;
+    }
+  }
+  return x < 0 ? -n : n;
+}
+
+// Unrounded value of S * 2^grid.
+Unrounded from_i128(i128 s, int grid) {
+  Unrounded u;
+  u.negative = s < 0;
+  unsigned __int128 mag = u.negative ? static_cast<unsigned __int128>(-s)
+                                     : static_cast<unsigned __int128>(s);
+  u.exponent = grid;
+  const auto hi = static_cast<std::uint64_t>(mag >> 64);
+  if (hi != 0) {
+    const int drop = 64 - std::countl_zero(hi);
+    u.sticky = (mag & ((static_cast<unsigned __int128>(1) << drop) - 1)) != 0;
+    mag >>= drop;
+    u.exponent += drop;
+  }
+  u.significand = static_cast<std::uint64_t>(mag);
+  return u;
+}
+
+// s += sum * 2^grid exactly, in pieces of 40 bits (each exact in a double).
+void add_i128(ExactSum& s, i128 sum, int grid) {
+  const bool neg = sum < 0;
+  unsigned __int128 mag = neg ? static_cast<unsigned __int128>(-sum)
+                              : static_cast<unsigned __int128>(sum);
+  for (int shift = 0; mag != 0; shift += 40, mag >>= 40) {
+    const double piece = std::ldexp(static_cast<double>(std::uint64_t(mag) & ((1ull << 40) - 1)),
+                                    grid + shift);
+    s.add(neg ? -piece : piece);
+  }
+}
+
+double quiet_nan() { return std::numeric_limits<double>::quiet_NaN(); }
+
+}  // namespace
+
+double round_accumulator_output(const AccumulatorSpec& m, const Unrounded& u) {
+  // Past the output's largest binade the accumulator overflows to Inf, whatever the
+  // rounding direction; inside it, round once.
+  if (u.significand != 0) {
+    const int msb = 63 - std::countl_zero(u.significand);
+    if (u.exponent + msb > max_exponent(m.output))
+      return u.negative ? -std::numeric_limits<double>::infinity()
+                        : std::numeric_limits<double>::infinity();
+  }
+  RoundingSpec r{m.output_rounding, Overflow::nonsat, 32};
+  const std::uint32_t code = round_to_format(u, m.output, r);
+  const double v = decode(m.output, code);
+  // A +-0 result of a fused sum is +0 (as IEEE addition of opposite signs gives).
+  return v == 0.0 ? 0.0 : v;
+}
+
+double fused_step_exponents(const AccumulatorSpec& m, const double* a, const int* ea,
+                            const double* b, const int* eb, int n, double c) {
+  // 1. Special values.
+  bool nan = std::isnan(c), pos_inf = c == INFINITY, neg_inf = c == -INFINITY;
+  for (int i = 0; i < n; ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i])) nan = true;
+    const bool ainf = std::isinf(a[i]), binf = std::isinf(b[i]);
+    if (ainf || binf) {
+      if (a[i] == 0.0 || b[i] == 0.0) {
+        nan = true;
+      } else if ((a[i] < 0) != (b[i] < 0)) {
+        neg_inf = true;
+      } else {
+        pos_inf = true;
+      }
+    }
+  }
+  if (nan || (pos_inf && neg_inf)) return quiet_nan();
+  if (pos_inf) return INFINITY;
+  if (neg_inf) return -INFINITY;
+
+  // 2. Exact model: one exact sum, one rounding.
+  if (m.exact) {
+    ExactSum s;
+    s.add(c);
+    for (int i = 0; i < n; ++i) s.add_product(a[i], b[i]);
+    return round_accumulator_output(m, s.unrounded());
+  }
+
+  // 3. The alignment exponent: the largest product exponent (e_a+e_b, or the exact
+  //    product's own exponent when renormalising), with c's when c joins.
+  constexpr int kNone = std::numeric_limits<int>::min();
+  int emax = kNone;
+  for (int i = 0; i < n; ++i) {
+    const double p = a[i] * b[i];  // exact: both operands have at most 24-bit significands
+    if (p == 0.0) continue;
+    const int e = m.renormalise_products ? exponent_of(p) : ea[i] + eb[i];
+    emax = e > emax ? e : emax;
+  }
+  if (m.c_joins_alignment && c != 0.0) {
+    const int e = exponent_of(c);
+    emax = e > emax ? e : emax;
+  }
+  if (emax == kNone) {  // every product zero, and c zero or outside the alignment
+    ExactSum s;
+    s.add(c);
+    return round_accumulator_output(m, s.unrounded());
+  }
+
+  // 4. Cut every term to the grid 2^(emax - frac_bits) and add exactly.
+  const int grid = emax - m.frac_bits;
+  i128 sum = 0;
+  for (int i = 0; i < n; ++i) sum += cut_to_grid(a[i] * b[i], grid, m.term_cut);
+  if (m.c_joins_alignment) {
+    sum += cut_to_grid(c, grid, m.term_cut);
+    return round_accumulator_output(m, from_i128(sum, grid));
+  }
+  // 5. c outside the alignment: added exactly to the cut sum before the output rounding.
+  ExactSum s;
+  s.add(c);
+  add_i128(s, sum, grid);
+  return round_accumulator_output(m, s.unrounded());
+}
+
+double fused_step(const AccumulatorSpec& m, const double* a, const double* b, int n, double c) {
+  std::vector<int> ea(n), eb(n);
+  for (int i = 0; i < n; ++i) {
+    ea[i] = a[i] == 0.0 || !std::isfinite(a[i]) ? 0 : exponent_of(a[i]);
+    eb[i] = b[i] == 0.0 || !std::isfinite(b[i]) ? 0 : exponent_of(b[i]);
+  }
+  return fused_step_exponents(m, a, ea.data(), b, eb.data(), n, c);
+}
+
+double chained_dot(const AccumulatorSpec& m, const double* a, const double* b, int k, double c) {
+  const int g = m.group == 0 ? k : m.group;
+  double acc = c;
+  for (int i = 0; i < k; i += g) acc = fused_step(m, a + i, b + i, std::min(g, k - i), acc);
+  return acc;
+}
+
+}  // namespace fp8sim

@@ -1,0 +1,213 @@
+// npy: a strict reader and an atomic writer for NumPy .npy files.
+#include "npy.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace fp8sim {
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw std::runtime_error(fmt::format("{}: {}", path, what));
+}
+
+std::size_t descr_size(const std::string& d) {
+  if (d == "|u1" || d == "|i1" || d == "<u1" || d == "<i1") return 1;
+  if (d == "<u2" || d == "<i2" || d == "<f2") return 2;
+  if (d == "<u4" || d == "<i4" || d == "<f4") return 4;
+  if (d == "<u8" || d == "<i8" || d == "<f8") return 8;
+  return 0;
+}
+
+// A tiny parser for the header dict: {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }
+struct HeaderParser {
+  const std::string& s;
+  const std::string& path;
+  std::size_t i = 0;
+
+  void ws() {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t')) ++i;
+  }
+  bool eat(char c) {
+    ws();
+    if (i < s.size() && s[i] == c) {
+      ++i;
+      return true;
+    }
+    return false;
+  }
+  void expect(char c) {
+    if (!eat(c)) fail(path, fmt::format("malformed npy header: expected '{}' at offset {}", c, i));
+  }
+  std::string str() {
+    ws();
+    if (i >= s.size() || (s[i] != '\'' && s[i] != '"')) fail(path, "malformed npy header: expected a string");
+    const char q = s[i++];
+    const auto end = s.find(q, i);
+    if (end == std::string::npos) fail(path, "malformed npy header: unterminated string");
+    std::string out = s.substr(i, end - i);
+    i = end + 1;
+    return out;
+  }
+  bool boolean() {
+    ws();
+    if (s.compare(i, 4, "True") == 0) return i += 4, true;
+    if (s.compare(i, 5, "False") == 0) return i += 5, false;
+    fail(path, "malformed npy header: expected True or False");
+  }
+  std::vector<std::size_t> shape() {
+    expect('(');
+    std::vector<std::size_t> dims;
+    while (!eat(')')) {
+      ws();
+      std::size_t v = 0;
+      const std::size_t start = i;
+      while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+        if (v > (std::size_t{1} << 40)) fail(path, "npy shape too large");
+        v = v * 10 + std::size_t(s[i++] - '0');
+      }
+      if (i == start) fail(path, "malformed npy header: bad shape");
+      dims.push_back(v);
+      if (!eat(',')) {
+        expect(')');
+        break;
+      }
+    }
+    return dims;
+  }
+};
+
+}  // namespace
+
+std::size_t NpyArray::size() const {
+  std::size_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+std::size_t NpyArray::item_size() const { return descr_size(descr); }
+
+NpyArray read_npy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, "cannot open");
+  char magic[8];
+  if (!in.read(magic, 8) || std::string(magic, 6) != "\x93NUMPY")
+    fail(path, "not an npy file (bad magic)");
+  const int major = static_cast<unsigned char>(magic[6]);
+  std::size_t hlen = 0;
+  if (major == 1) {
+    unsigned char b[2];
+    if (!in.read(reinterpret_cast<char*>(b), 2)) fail(path, "truncated npy header");
+    hlen = b[0] | (std::size_t(b[1]) << 8);
+  } else if (major == 2 || major == 3) {
+    unsigned char b[4];
+    if (!in.read(reinterpret_cast<char*>(b), 4)) fail(path, "truncated npy header");
+    hlen = b[0] | (std::size_t(b[1]) << 8) | (std::size_t(b[2]) << 16) | (std::size_t(b[3]) << 24);
+  } else {
+    fail(path, fmt::format("unsupported npy version {}", major));
+  }
+  if (hlen > (1u << 20)) fail(path, "npy header too long");
+  std::string header(hlen, '\0');
+  if (!in.read(header.data(), std::streamsize(hlen))) fail(path, "truncated npy header");
+
+  NpyArray a;
+  HeaderParser p{header, path};
+  bool have_descr = false, have_order = false, have_shape = false, fortran = false;
+  p.expect('{');
+  while (!p.eat('}')) {
+    const std::string key = p.str();
+    p.expect(':');
+    if (key == "descr") {
+      a.descr = p.str();
+      have_descr = true;
+    } else if (key == "fortran_order") {
+      fortran = p.boolean();
+      have_order = true;
+    } else if (key == "shape") {
+      a.shape = p.shape();
+      have_shape = true;
+    } else {
+      fail(path, fmt::format("malformed npy header: unknown key '{}'", key));
+    }
+    if (!p.eat(',')) {
+      p.expect('}');
+      break;
+    }
+  }
+  if (!have_descr || !have_order || !have_shape)
+    fail(path, "malformed npy header: needs descr, fortran_order and shape");
+  if (fortran) fail(path, "Fortran-order arrays are not supported (save with C order)");
+  if (a.descr.size() == 3 && a.descr[0] == '>' && a.descr[2] != '1')
+    fail(path, fmt::format("big-endian dtype {} is not supported", a.descr));
+  if (descr_size(a.descr) == 0) fail(path, fmt::format("unsupported dtype '{}'", a.descr));
+
+  const std::size_t bytes = a.size() * a.item_size();
+  a.data.resize(bytes);
+  if (bytes && !in.read(reinterpret_cast<char*>(a.data.data()), std::streamsize(bytes)))
+    fail(path, fmt::format("data section shorter than the shape needs ({} bytes)", bytes));
+  if (in.peek() != std::char_traits<char>::eof())
+    fail(path, "data section longer than the shape needs");
+  return a;
+}
+
+NpyArray read_npy_checked(const std::string& path, const std::string& descr,
+                          const std::vector<std::size_t>& shape) {
+  NpyArray a = read_npy(path);
+  auto same = [](const std::string& x, const std::string& y) {
+    // |u1 and <u1 are the same dtype.
+    auto norm = [](std::string d) {
+      if (d.size() == 3 && d[2] == '1') d[0] = '|';
+      return d;
+    };
+    return norm(x) == norm(y);
+  };
+  if (!same(a.descr, descr))
+    fail(path, fmt::format("expected dtype {}, got {}", descr, a.descr));
+  auto show = [](const std::vector<std::size_t>& s) {
+    std::string out = "(";
+    for (std::size_t i = 0; i < s.size(); ++i)
+      out += (i ? ", " : "") + (s[i] ? std::to_string(s[i]) : std::string("*"));
+    return out + ")";
+  };
+  bool ok = a.shape.size() == shape.size();
+  for (std::size_t i = 0; ok && i < shape.size(); ++i) ok = shape[i] == 0 || shape[i] == a.shape[i];
+  if (!ok) fail(path, fmt::format("expected shape {}, got {}", show(shape), show(a.shape)));
+  return a;
+}
+
+void write_npy(const std::string& path, const std::string& descr,
+               const std::vector<std::size_t>& shape, const void* data, std::size_t bytes) {
+  std::string dims;
+  for (std::size_t i = 0; i < shape.size(); ++i) dims += std::to_string(shape[i]) + ", ";
+  if (shape.size() > 1) dims.resize(dims.size() - 1);  // "(3,)" for 1-d, "(3, 4)" otherwise
+  if (shape.size() > 1 && dims.back() == ',') dims.pop_back();
+  std::string header =
+      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", descr, dims);
+  // Pad so that magic(6)+version(2)+len(2)+header is a multiple of 64, ending in '\n'.
+  const std::size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) fail(path, "cannot open for writing");
+    const unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                                   static_cast<unsigned char>(header.size() & 0xff),
+                                   static_cast<unsigned char>(header.size() >> 8)};
+    out.write(reinterpret_cast<const char*>(pre), 10);
+    out.write(header.data(), std::streamsize(header.size()));
+    out.write(static_cast<const char*>(data), std::streamsize(bytes));
+    if (!out) fail(path, "write failed");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    fail(path, "cannot rename the finished file into place");
+  }
+}
+
+}  // namespace fp8sim
