@@ -24,6 +24,9 @@ struct AccumulatorSpec {
   Rounding term_cut = Rounding::rz;  // how each aligned term is cut: rz or rne
   bool c_joins_alignment = true;     // c is aligned and cut with the products; else c is
                                      // added exactly to the cut sum before output rounding
+  bool c_added_after = false;        // c enters after the products' sum is rounded to the
+                                     // output: one IEEE add, round to nearest even (B200);
+                                     // c_joins_alignment is then ignored
   bool renormalise_products = false; // false: a product's exponent is e_a+e_b (significand
                                      // in [1,4)); true: exponent of the exact product
   FormatSpec output;           // output grid (e8m13: 14 significant bits in an fp32 container)
@@ -33,11 +36,11 @@ struct AccumulatorSpec {
 };
 
 // Every preset, in the order `fp8sim models` lists them:
-// hopper-wgmma, hopper-wgmma-f16, ada-fp8, blackwell-fp8, fp32, exact.
+// hopper-wgmma, hopper-wgmma-f16, ada-fp8, ada-fp8-f16, blackwell-fp8, fp32, exact.
 const std::vector<AccumulatorSpec>& accumulator_presets();
 
 // A preset by name, or a custom model: "custom:group=32,frac=13,out=14,cut=rz" with optional
-// keys outround=rz|rne|..., c=join|exact, renorm=0|1, outfmt=<format> (overrides out=).
+// keys outround=rz|rne|..., c=join|exact|add, renorm=0|1, outfmt=<format> (overrides out=).
 // `out=B` means B significant bits in an fp32 container (format e8m(B-1)).
 // Throws std::invalid_argument naming the bad key or value.
 AccumulatorSpec accumulator_by_name(std::string_view name);
@@ -64,14 +67,12 @@ double fused_step_exponents(const AccumulatorSpec& m, const double* a, const int
 // largest binade the result is +-Inf whatever the direction; a zero result is +0.
 double round_accumulator_output(const AccumulatorSpec& m, const Unrounded& u);
 
-// The same step with each operand's alignment exponent given (gemm.hpp's Operand::exponent:
-// for subnormal inputs the format's minimum normal exponent, which fused_step cannot know).
-double fused_step_exponents(const AccumulatorSpec& m, const double* a, const int* ea,
-                            const double* b, const int* eb, int n, double c);
+// The exact value s * 2^grid as an Unrounded (64-bit significand plus sticky).
+Unrounded unrounded_from_int(__int128 s, int grid);
 
-// The step's final rounding: u into m.output by m.output_rounding; beyond the output's
-// largest binade the result is +-Inf whatever the direction; a zero result is +0.
-double round_accumulator_output(const AccumulatorSpec& m, const Unrounded& u);
+// The step's c entry for models with c_added_after: r (the rounded product sum, a value of
+// m.output) plus c in one IEEE add into m.output, rounded to nearest even.
+double add_c_after(const AccumulatorSpec& m, double r, double c);
 
 // A dot product along K: steps of m.group products, c entering the first step.
 double chained_dot(const AccumulatorSpec& m, const double* a, const double* b, int k, double c);

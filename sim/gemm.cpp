@@ -1,0 +1,585 @@
+// gemm: the FP8 GEMM engine. Integer inner loop for the common models; the reference fused
+// step (accumulator.cpp) for everything else, so both always give the same bits.
+#include "gemm.hpp"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <climits>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "parallel.hpp"
+
+namespace fp8sim {
+
+// ---- names and shapes ----------------------------------------------------------------------
+
+Scaling parse_scaling(std::string_view s) {
+  if (s == "none") return Scaling::none;
+  if (s == "tensor") return Scaling::tensor;
+  if (s == "row") return Scaling::row;
+  if (s == "block") return Scaling::block;
+  if (s == "mx") return Scaling::mx;
+  throw std::invalid_argument(
+      fmt::format("unknown scaling '{}' (known: none, tensor, row, block, mx)", s));
+}
+
+std::string_view to_string(Scaling s) {
+  switch (s) {
+    case Scaling::none: return "none";
+    case Scaling::tensor: return "tensor";
+    case Scaling::row: return "row";
+    case Scaling::block: return "block";
+    case Scaling::mx: return "mx";
+  }
+  return "?";
+}
+
+ScaleOrder parse_scale_order(std::string_view s) {
+  if (s == "deepgemm") return ScaleOrder::deepgemm;
+  if (s == "cublaslt") return ScaleOrder::cublaslt;
+  throw std::invalid_argument(
+      fmt::format("unknown scale order '{}' (known: deepgemm, cublaslt)", s));
+}
+
+std::string_view to_string(ScaleOrder s) {
+  return s == ScaleOrder::deepgemm ? "deepgemm" : "cublaslt";
+}
+
+namespace {
+
+constexpr int kMxBlock = 32;
+
+std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
+
+// Scale block length along K (0 when one scale covers all of K).
+int scale_block(const GemmSpec& s) {
+  if (s.scaling == Scaling::block) return s.block;
+  if (s.scaling == Scaling::mx) return kMxBlock;
+  return 0;
+}
+
+bool is_output_type(const FormatSpec& f) {
+  return f.specials == Specials::ieee &&
+         ((f.exponent_bits == 8 && (f.mantissa_bits == 23 || f.mantissa_bits == 7)) ||
+          (f.exponent_bits == 5 && f.mantissa_bits == 10));
+}
+
+}  // namespace
+
+ScaleShapes scale_shapes(const GemmSpec& s, int M, int N, int K) {
+  const std::size_t m = M, n = N, k = K;
+  switch (s.scaling) {
+    case Scaling::none: return {0, 0, 0, 0};
+    case Scaling::tensor: return {1, 1, 1, 1};
+    case Scaling::row: return {m, 1, n, 1};
+    case Scaling::block: {
+      const std::size_t g = s.block, kb = ceil_div(k, g);
+      return {m, kb, ceil_div(n, g), kb};
+    }
+    case Scaling::mx: return {m, ceil_div(k, kMxBlock), n, ceil_div(k, kMxBlock)};
+  }
+  return {0, 0, 0, 0};
+}
+
+void validate(const GemmSpec& s, int M, int N, int K) {
+  if (M < 1 || N < 1 || K < 1)
+    throw std::invalid_argument(fmt::format("GEMM shape M={} N={} K={}: all must be >= 1", M, N, K));
+  validate(s.model);
+  for (const FormatSpec* f : {&s.a_format, &s.b_format}) {
+    validate(*f);
+    if (f->exponent_bits > 8 || f->mantissa_bits > 23)
+      throw std::invalid_argument(
+          fmt::format("operand format {} is wider than fp32; the engine holds values as floats",
+                      f->name));
+  }
+  if (!is_output_type(s.out_type))
+    throw std::invalid_argument(
+        fmt::format("output type {} is not f32, bf16 or f16", s.out_type.name));
+  const int g = s.model.group;
+  if (g > 0 && K % g != 0)
+    throw std::invalid_argument(fmt::format(
+        "K = {} is not a multiple of model {}'s group of {} products", K, s.model.name, g));
+  if (s.promote_every < 0)
+    throw std::invalid_argument(fmt::format("promote_every = {} is negative", s.promote_every));
+  if (g > 0 && s.promote_every % g != 0)
+    throw std::invalid_argument(fmt::format(
+        "promote_every = {} is not a multiple of model {}'s group of {}", s.promote_every,
+        s.model.name, g));
+  const int bs = scale_block(s);
+  if (s.scaling == Scaling::block && s.block < 1)
+    throw std::invalid_argument(fmt::format("scale block {} must be >= 1", s.block));
+  if (bs > 0) {
+    const int chunk = s.promote_every == 0 ? K : s.promote_every;
+    if (bs % chunk != 0 && !(s.promote_every == 0 && K <= bs))
+      throw std::invalid_argument(fmt::format(
+          "{} scaling with blocks of {} along K needs promote_every dividing {} (got {}): "
+          "scales are applied when a chunk is promoted",
+          to_string(s.scaling), bs, bs, s.promote_every == 0 ? "never" : std::to_string(chunk)));
+  }
+}
+
+// ---- operands ------------------------------------------------------------------------------
+
+namespace {
+
+struct DecodedCode {
+  float value;
+  std::int16_t exponent;
+  bool special;
+};
+
+DecodedCode decode_code(const FormatSpec& f, std::uint32_t code) {
+  const ValueClass cls = classify(f, code);
+  const double v = decode(f, code);
+  switch (cls) {
+    case ValueClass::nan:
+    case ValueClass::inf: return {static_cast<float>(v), 0, true};
+    case ValueClass::zero: return {static_cast<float>(v), Operand::kZeroExponent, false};
+    case ValueClass::subnormal:
+      return {static_cast<float>(v), static_cast<std::int16_t>(min_normal_exponent(f)), false};
+    case ValueClass::normal: break;
+  }
+  const Decoded d = decode_parts(f, code);
+  const int e = d.exponent + static_cast<int>(std::bit_width(d.significand)) - 1;
+  return {static_cast<float>(v), static_cast<std::int16_t>(e), false};
+}
+
+template <class Code>
+Operand decode_codes(const FormatSpec& f, int rows, int cols, std::span<const Code> codes) {
+  validate(f);
+  if (rows < 0 || cols < 0 || codes.size() != static_cast<std::size_t>(rows) * cols)
+    throw std::invalid_argument(fmt::format("operand of {} codes is not {} x {}", codes.size(),
+                                            rows, cols));
+  Operand op;
+  op.rows = rows;
+  op.cols = cols;
+  op.format = f;
+  op.value.resize(codes.size());
+  op.exponent.resize(codes.size());
+  const bool tabled = total_bits(f) <= 16;
+  std::vector<DecodedCode> table;
+  if (tabled) {
+    table.reserve(code_count(f));
+    for (std::uint32_t c = 0; c < code_count(f); ++c) table.push_back(decode_code(f, c));
+  }
+  for (std::size_t i = 0; i < codes.size(); ++i) {
+    if (!is_valid_code(f, codes[i]))
+      throw std::invalid_argument(fmt::format("code {:#x} at ({}, {}) is not a code of {}",
+                                              static_cast<std::uint64_t>(codes[i]), i / cols,
+                                              i % cols, f.name));
+    const DecodedCode d = tabled ? table[codes[i]] : decode_code(f, codes[i]);
+    op.value[i] = d.value;
+    op.exponent[i] = d.exponent;
+    op.has_special = op.has_special || d.special;
+  }
+  return op;
+}
+
+}  // namespace
+
+Operand decode_operand(const FormatSpec& f, int rows, int cols,
+                       std::span<const std::uint8_t> codes) {
+  if (total_bits(f) > 8)
+    throw std::invalid_argument(fmt::format("format {} has {} bits: 8-bit codes cannot hold it",
+                                            f.name, total_bits(f)));
+  return decode_codes(f, rows, cols, codes);
+}
+
+Operand decode_operand(const FormatSpec& f, int rows, int cols,
+                       std::span<const std::uint32_t> codes) {
+  return decode_codes(f, rows, cols, codes);
+}
+
+Operand operand_from_values(const FormatSpec& f, int rows, int cols,
+                            std::span<const double> values) {
+  std::vector<std::uint32_t> codes(values.size());
+  const RoundingSpec exact{Rounding::rne, Overflow::nonsat, 32};
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const double v = values[i];
+    const std::uint32_t c = encode(v, f, exact);
+    const double back = decode(f, c);
+    if (!(back == v || (std::isnan(back) && std::isnan(v))) ||
+        (v == 0.0 && std::signbit(v) != std::signbit(back) && has_negative_zero(f)))
+      throw std::invalid_argument(fmt::format("value {} at ({}, {}) is not representable in {}",
+                                              format_value(v), i / (cols ? cols : 1),
+                                              i % (cols ? cols : 1), f.name));
+    codes[i] = c;
+  }
+  return decode_codes(f, rows, cols, std::span<const std::uint32_t>(codes));
+}
+
+// ---- the engine ----------------------------------------------------------------------------
+
+namespace {
+
+using i128 = __int128;
+
+// How one fused step is computed. Every path gives the bits of fused_step_exponents().
+enum class StepPath {
+  fmaf_chain,   // exact model, group 1, fp32 rne output: one fmaf per product
+  int32_float,  // products in float, terms cut to int32 (frac small enough)
+  int64_double, // products in double, terms cut to int64
+  exact_int,    // exact model: products on a fixed grid in 128-bit integers
+  reference,    // fused_step_exponents (any model, specials)
+};
+
+// Output rounding fast path: an 8-bit-exponent IEEE output (e8mX, fp32) rounded rz or rne.
+enum class OutPath { e8_rz, e8_rne, generic };
+
+struct ScaleRows {
+  const float* a = nullptr;  // this output's row of A scales (null: unscaled)
+  const float* b = nullptr;
+  int block = 0;             // K elements per scale (0: one scale for all of K)
+};
+
+class Engine {
+ public:
+  Engine(const GemmSpec& s, const Operand& A, const Operand& B) : s_(s), m_(s.model) {
+    const int lo = std::min(min_normal_exponent(A.format) - A.format.mantissa_bits,
+                            min_normal_exponent(B.format) - B.format.mantissa_bits);
+    const int hi = max_exponent(A.format) + max_exponent(B.format) + 2;  // |p| < 2^hi
+    const int sig = A.format.mantissa_bits + B.format.mantissa_bits + 2;  // product bits
+    const int lo_p = 2 * lo;                                              // smallest lsb
+    const bool float_products = sig <= 24 && lo_p >= -126 && hi <= 127;
+    const int g = m_.group == 0 ? std::max(s.promote_every, A.cols) : m_.group;
+    const int sum_bits = static_cast<int>(std::bit_width(static_cast<unsigned>(g + 1)));
+    const int f = m_.frac_bits;
+    const bool cut_rz = m_.term_cut == Rounding::rz;
+
+    if (m_.exact) {
+      const bool fp32_rne = m_.output == format_by_name("fp32") &&
+                            m_.output_rounding == Rounding::rne;
+      if (m_.group == 1 && fp32_rne && float_products) {
+        path_ = StepPath::fmaf_chain;
+      } else if (hi - lo_p + sum_bits <= 120) {
+        path_ = StepPath::exact_int;
+        exact_grid_ = lo_p;
+      } else {
+        path_ = StepPath::reference;
+      }
+    } else if (!m_.c_joins_alignment && !m_.c_added_after) {
+      path_ = StepPath::reference;
+    } else if (float_products && f + 2 + sum_bits <= 31 && (cut_rz || f + 2 <= 22)) {
+      path_ = StepPath::int32_float;
+    } else if (f + 2 + sum_bits <= 62 && (cut_rz || f + 2 <= 51)) {
+      path_ = StepPath::int64_double;
+    } else {
+      path_ = StepPath::reference;
+    }
+
+    const FormatSpec& o = m_.output;
+    if (o.specials == Specials::ieee && o.exponent_bits == 8 && o.bias == 127 &&
+        (m_.output_rounding == Rounding::rz || m_.output_rounding == Rounding::rne)) {
+      out_path_ = m_.output_rounding == Rounding::rz ? OutPath::e8_rz : OutPath::e8_rne;
+      out_drop_ = 52 - o.mantissa_bits;
+    }
+    // C enters the accumulator registers: fp32 for 8-bit-exponent outputs, else the output
+    // format itself (an fp16 accumulator holds fp16 C).
+    c_register_ = o.exponent_bits == 8 ? format_by_name("fp32") : o;
+    fp32_output_ = o == format_by_name("fp32");
+  }
+
+  // One output: the chain of steps over K, chunks promoted into the FP32 main accumulator.
+  float dot(const float* a, const std::int16_t* ea, const float* b, const std::int16_t* eb,
+            int K, bool special, float c, const ScaleRows& sc) const {
+    const int chunk = s_.promote_every == 0 ? K : s_.promote_every;
+    const int g = m_.group == 0 ? chunk : m_.group;
+    float main = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += chunk) {
+      const int kend = std::min(K, k0 + chunk);
+      double acc = k0 == 0 ? c_in(c) : 0.0;
+      if (path_ == StepPath::fmaf_chain && !special) {
+        float facc = static_cast<float>(acc);
+        for (int k = k0; k < kend; ++k) facc = std::fmaf(a[k], b[k], facc);
+        acc = facc == 0.0f ? 0.0 : facc;
+      } else {
+        for (int k = k0; k < kend; k += g) {
+          const int n = std::min(g, kend - k);
+          acc = step(a + k, ea + k, b + k, eb + k, n, acc, special);
+        }
+      }
+      const float part = static_cast<float>(acc);  // exact: outputs are at most fp32
+      if (sc.a == nullptr) {
+        main = main + part;
+      } else {
+        const int blk = sc.block == 0 ? 0 : k0 / sc.block;
+        const float sa = sc.a[blk], sb = sc.b[blk];
+        main = s_.order == ScaleOrder::deepgemm ? std::fmaf(sa * sb, part, main)
+                                                : std::fmaf(part * sa, sb, main);
+      }
+    }
+    return main;
+  }
+
+ private:
+  double c_in(float c) const {
+    if (c_register_.mantissa_bits == 23) return c;
+    return quantize(c, c_register_, {Rounding::rne, Overflow::nonsat, 32});
+  }
+
+  double step(const float* a, const std::int16_t* ea, const float* b, const std::int16_t* eb,
+              int n, double c, bool special) const {
+    if (m_.c_added_after && !special) {
+      const double r = fused(a, ea, b, eb, n, 0.0, false);
+      if (fp32_output_) return static_cast<float>(r) + static_cast<float>(c);
+      return add_c_after(m_, r, c);
+    }
+    return fused(a, ea, b, eb, n, c, special);
+  }
+
+  double fused(const float* a, const std::int16_t* ea, const float* b, const std::int16_t* eb,
+               int n, double c, bool special) const {
+    if (!special && std::isfinite(c)) {
+      switch (path_) {
+        case StepPath::int32_float: return fast_step<float, std::int32_t>(a, ea, b, eb, n, c);
+        case StepPath::int64_double: return fast_step<double, std::int64_t>(a, ea, b, eb, n, c);
+        case StepPath::exact_int: return exact_step(a, b, n, c);
+        default: break;
+      }
+    }
+    return reference_step(a, ea, b, eb, n, c);
+  }
+
+  double reference_step(const float* a, const std::int16_t* ea, const float* b,
+                        const std::int16_t* eb, int n, double c) const {
+    thread_local std::vector<double> av, bv;
+    thread_local std::vector<int> eav, ebv;
+    av.assign(a, a + n);
+    bv.assign(b, b + n);
+    eav.assign(ea, ea + n);
+    ebv.assign(eb, eb + n);
+    return fused_step_exponents(m_, av.data(), eav.data(), bv.data(), ebv.data(), n, c);
+  }
+
+  // Steps 3-4 of fused_step_exponents with products held in V and terms summed in I.
+  template <class V, class I>
+  double fast_step(const float* a, const std::int16_t* ea, const float* b,
+                   const std::int16_t* eb, int n, double c) const {
+    // 3. Alignment exponent (zero operands carry kZeroExponent, far below any product).
+    int emax = INT_MIN / 2;
+    if (m_.renormalise_products) {
+      for (int i = 0; i < n; ++i) {
+        const V p = V(a[i]) * V(b[i]);
+        if (p != V(0)) emax = std::max(emax, std::ilogb(p));
+      }
+    } else {
+      for (int i = 0; i < n; ++i) emax = std::max(emax, ea[i] + eb[i]);
+      // A nonzero product's exponent is above -300; one with a zero operand is below -600.
+      if (emax < Operand::kZeroExponent + 400) emax = INT_MIN / 2;
+    }
+    if (c != 0.0) emax = std::max(emax, std::ilogb(c));
+    if (emax == INT_MIN / 2) return 0.0;  // every product zero and c zero
+    const int shift = m_.frac_bits - emax;
+    if (shift > max_shift<V>() || shift < -max_shift<V>())
+      return reference_step(a, ea, b, eb, n, c);
+    const V scale = pow2<V>(shift);
+
+    // 4. Cut every term to the grid and add exactly.
+    I sum = 0;
+    if (m_.term_cut == Rounding::rz) {
+      for (int i = 0; i < n; ++i) sum += static_cast<I>(V(a[i]) * V(b[i]) * scale);
+    } else {
+      constexpr V magic = std::numeric_limits<V>::digits == 24 ? V(0x1.8p23) : V(0x1.8p52);
+      for (int i = 0; i < n; ++i) {
+        const V x = V(a[i]) * V(b[i]) * scale;
+        sum += static_cast<I>((x + magic) - magic);
+      }
+    }
+    if (c != 0.0) {
+      const double x = std::ldexp(c, shift);
+      sum += static_cast<I>(m_.term_cut == Rounding::rz ? std::trunc(x) : std::nearbyint(x));
+    }
+    return round_output(sum, emax - m_.frac_bits);
+  }
+
+  double exact_step(const float* a, const float* b, int n, double c) const {
+    const double to_grid = std::ldexp(1.0, -exact_grid_);
+    i128 sum = 0;
+    for (int i = 0; i < n; ++i) sum += static_cast<i128>(double(a[i]) * double(b[i]) * to_grid);
+    if (c != 0.0) {
+      const double t = std::ldexp(c, -exact_grid_);
+      if (t != std::trunc(t) || std::fabs(t) >= 0x1p100) return exact_step_wide(a, b, n, c);
+      sum += static_cast<i128>(t);
+    }
+    return round_accumulator_output(m_, unrounded_from_int(sum, exact_grid_));
+  }
+
+  double exact_step_wide(const float* a, const float* b, int n, double c) const {
+    thread_local std::vector<double> av, bv;
+    av.assign(a, a + n);
+    bv.assign(b, b + n);
+    return fused_step(m_, av.data(), bv.data(), n, c);  // exact model: exponents unused
+  }
+
+  // The step's output rounding of sum * 2^grid (steps 4-5 of fused_step_exponents).
+  template <class I>
+  double round_output(I sum, int grid) const {
+    if (sum == 0) return 0.0;
+    constexpr I kExactInDouble = I(1) << (sizeof(I) == 4 ? 30 : 53);
+    if (out_path_ != OutPath::generic && sum < kExactInDouble && -sum < kExactInDouble) {
+      const double v = std::ldexp(static_cast<double>(sum), grid);
+      const double mag = std::fabs(v);
+      if (mag >= 0x1p-126) {
+        if (mag >= 0x1p128) return std::copysign(INFINITY, v);
+        std::uint64_t bits = std::bit_cast<std::uint64_t>(v);
+        const std::uint64_t low = (std::uint64_t{1} << out_drop_) - 1;
+        if (out_path_ == OutPath::e8_rne) {
+          const std::uint64_t sign = bits & (std::uint64_t{1} << 63);
+          std::uint64_t m = bits & ~(std::uint64_t{1} << 63);
+          m += ((m >> out_drop_) & 1) + (low >> 1);
+          bits = sign | (m & ~low);
+        } else {
+          bits &= ~low;
+        }
+        const double r = std::bit_cast<double>(bits);
+        return std::fabs(r) >= 0x1p128 ? std::copysign(INFINITY, r) : r;
+      }
+    }
+    return round_accumulator_output(m_, unrounded_from_int(static_cast<i128>(sum), grid));
+  }
+
+  template <class V>
+  static constexpr int max_shift() {
+    return std::numeric_limits<V>::max_exponent - 2;
+  }
+  template <class V>
+  static V pow2(int e) {
+    if constexpr (std::numeric_limits<V>::digits == 24) {
+      return std::bit_cast<float>(static_cast<std::uint32_t>(e + 127) << 23);
+    } else {
+      return std::bit_cast<double>(static_cast<std::uint64_t>(e + 1023) << 52);
+    }
+  }
+
+  const GemmSpec& s_;
+  const AccumulatorSpec& m_;
+  StepPath path_ = StepPath::reference;
+  OutPath out_path_ = OutPath::generic;
+  int out_drop_ = 0;
+  int exact_grid_ = 0;
+  FormatSpec c_register_;
+  bool fp32_output_ = false;
+};
+
+std::vector<char> special_rows(const Operand& op) {
+  std::vector<char> rows(op.rows, 0);
+  if (!op.has_special) return rows;
+  for (int r = 0; r < op.rows; ++r)
+    for (int k = 0; k < op.cols; ++k)
+      if (!std::isfinite(op.value[static_cast<std::size_t>(r) * op.cols + k])) rows[r] = 1;
+  return rows;
+}
+
+float to_out_type(const FormatSpec& out, float v) {
+  if (out.mantissa_bits == 23) return v;
+  return static_cast<float>(quantize(v, out, {Rounding::rne, Overflow::nonsat, 32}));
+}
+
+void check_span(std::string_view what, std::size_t got, std::size_t want) {
+  if (got != want)
+    throw std::invalid_argument(fmt::format("{} has {} elements, expected {}", what, got, want));
+}
+
+}  // namespace
+
+void gemm(const GemmSpec& s, const Operand& A, const Operand& B, std::span<const float> C,
+          std::span<const float> sa, std::span<const float> sb, std::span<float> D) {
+  const int M = A.rows, N = B.rows, K = A.cols;
+  if (B.cols != K)
+    throw std::invalid_argument(fmt::format("A is {} x {} but B is {} x {}: K differs", A.rows,
+                                            A.cols, B.rows, B.cols));
+  GemmSpec spec = s;
+  spec.a_format = A.format;
+  spec.b_format = B.format;
+  validate(spec, M, N, K);
+  const ScaleShapes sh = scale_shapes(spec, M, N, K);
+  if (!C.empty()) check_span("C", C.size(), std::size_t(M) * N);
+  check_span("D", D.size(), std::size_t(M) * N);
+  check_span("A scales", sa.size(), sh.a_rows * sh.a_cols);
+  check_span("B scales", sb.size(), sh.b_rows * sh.b_cols);
+
+  const Engine engine(spec, A, B);
+  const auto a_special = special_rows(A), b_special = special_rows(B);
+  const int bs = scale_block(spec);
+  parallel_for(std::size_t(M) * N, spec.threads, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      const std::size_t m = i / N, n = i % N;
+      ScaleRows sc;
+      if (spec.scaling != Scaling::none) {
+        const std::size_t brow = spec.scaling == Scaling::block ? n / spec.block : n;
+        sc.a = sa.data() + (sh.a_rows == 1 ? 0 : m * sh.a_cols);
+        sc.b = sb.data() + (sh.b_rows == 1 ? 0 : brow * sh.b_cols);
+        sc.block = bs;
+      }
+      const std::size_t ra = m * K, rb = n * K;
+      const float d = engine.dot(A.value.data() + ra, A.exponent.data() + ra,
+                                 B.value.data() + rb, B.exponent.data() + rb, K,
+                                 a_special[m] || b_special[n], C.empty() ? 0.0f : C[i], sc);
+      D[i] = to_out_type(spec.out_type, d);
+    }
+  });
+}
+
+void gemm(const GemmSpec& s, int M, int N, int K, std::span<const std::uint8_t> A,
+          std::span<const std::uint8_t> B, std::span<const float> C, std::span<const float> sa,
+          std::span<const float> sb, std::span<float> D) {
+  validate(s, M, N, K);
+  const Operand a = decode_operand(s.a_format, M, K, A);
+  const Operand b = decode_operand(s.b_format, N, K, B);
+  gemm(s, a, b, C, sa, sb, D);
+}
+
+void batched_dot(const GemmSpec& s, const Operand& A, const Operand& B, std::span<const float> C,
+                 std::span<const float> sa, std::span<const float> sb, std::span<float> D) {
+  const int T = A.rows, K = A.cols;
+  if (B.rows != T || B.cols != K)
+    throw std::invalid_argument(fmt::format(
+        "batched_dot: A is {} x {} but B is {} x {}; both must be T x K", A.rows, A.cols,
+        B.rows, B.cols));
+  GemmSpec spec = s;
+  spec.a_format = A.format;
+  spec.b_format = B.format;
+  validate(spec, T, 1, K);
+  const int bs = scale_block(spec);
+  const std::size_t per_row = bs == 0 ? 1 : ceil_div(K, bs);
+  if (!C.empty()) check_span("C", C.size(), T);
+  check_span("D", D.size(), T);
+  if (spec.scaling != Scaling::none) {
+    check_span("A scales", sa.size(), T * per_row);
+    check_span("B scales", sb.size(), T * per_row);
+  }
+  const Engine engine(spec, A, B);
+  const auto a_special = special_rows(A), b_special = special_rows(B);
+  parallel_for(T, spec.threads, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t t = begin; t < end; ++t) {
+      ScaleRows sc;
+      if (spec.scaling != Scaling::none) {
+        sc.a = sa.data() + t * per_row;
+        sc.b = sb.data() + t * per_row;
+        sc.block = bs;
+      }
+      const std::size_t r = t * K;
+      const float d = engine.dot(A.value.data() + r, A.exponent.data() + r, B.value.data() + r,
+                                 B.exponent.data() + r, K, a_special[t] || b_special[t],
+                                 C.empty() ? 0.0f : C[t], sc);
+      D[t] = to_out_type(spec.out_type, d);
+    }
+  });
+}
+
+float gemm_dot(const GemmSpec& s, std::span<const std::uint8_t> a,
+               std::span<const std::uint8_t> b, float c) {
+  if (a.size() != b.size())
+    throw std::invalid_argument(
+        fmt::format("gemm_dot: a has {} codes, b has {}", a.size(), b.size()));
+  const int K = static_cast<int>(a.size());
+  float d = 0.0f;
+  const float cc[1] = {c};
+  gemm(s, 1, 1, K, a, b, std::span<const float>(cc, 1), {}, {}, std::span<float>(&d, 1));
+  return d;
+}
+
+}  // namespace fp8sim
