@@ -1,0 +1,2 @@
+# Accumulator models and the GEMM engine.
+fp8sim_add_test(test_gemm_hwdata SOURCES test_gemm_hwdata.cpp LABELS hwdata TIMEOUT 300)
