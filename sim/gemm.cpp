@@ -322,7 +322,7 @@ class Engine {
 
   double step(const float* a, const std::int16_t* ea, const float* b, const std::int16_t* eb,
               int n, double c, bool special) const {
-    if (m_.c_added_after && !special) {
+    if (m_.c_added_after && !special && std::isfinite(c)) {
       const double r = fused(a, ea, b, eb, n, 0.0, false);
       if (fp32_output_) return static_cast<float>(r) + static_cast<float>(c);
       return add_c_after(m_, r, c);

@@ -1,2 +1,3 @@
 # Accumulator models and the GEMM engine.
 fp8sim_add_test(test_gemm_hwdata SOURCES test_gemm_hwdata.cpp LABELS hwdata TIMEOUT 300)
+fp8sim_add_test(test_gemm_engine SOURCES test_gemm_engine.cpp LABELS "unit;differential" TIMEOUT 600)
