@@ -180,6 +180,12 @@ NpyArray read_npy_checked(const std::string& path, const std::string& descr,
 
 void write_npy(const std::string& path, const std::string& descr,
                const std::vector<std::size_t>& shape, const void* data, std::size_t bytes) {
+  NpyArray check;
+  check.descr = descr;
+  check.shape = shape;
+  if (check.size() * check.item_size() != bytes)
+    fail(path, fmt::format("{} bytes do not fill shape of {} elements of {}", bytes, check.size(),
+                           descr));
   std::string dims;
   for (std::size_t i = 0; i < shape.size(); ++i) dims += std::to_string(shape[i]) + ", ";
   if (shape.size() > 1) dims.resize(dims.size() - 1);  // "(3,)" for 1-d, "(3, 4)" otherwise
