@@ -283,7 +283,7 @@ class Engine {
   }
 
   // One output: the chain of steps over K, chunks promoted into the FP32 main accumulator.
-  float dot(const float* a, const std::int16_t* ea, const float* b, const std::int16_t* eb,
+  [[gnu::target_clones("avx2", "default")]] float dot(const float* a, const std::int16_t* ea, const float* b, const std::int16_t* eb,
             int K, bool special, float c, const ScaleRows& sc) const {
     const int chunk = s_.promote_every == 0 ? K : s_.promote_every;
     const int g = m_.group == 0 ? chunk : m_.group;
@@ -320,7 +320,7 @@ class Engine {
     return quantize(c, c_register_, {Rounding::rne, Overflow::nonsat, 32});
   }
 
-  double step(const float* a, const std::int16_t* ea, const float* b, const std::int16_t* eb,
+  [[gnu::always_inline]] double step(const float* a, const std::int16_t* ea, const float* b, const std::int16_t* eb,
               int n, double c, bool special) const {
     if (m_.c_added_after && !special && std::isfinite(c)) {
       const double r = fused(a, ea, b, eb, n, 0.0, false);
@@ -330,7 +330,7 @@ class Engine {
     return fused(a, ea, b, eb, n, c, special);
   }
 
-  double fused(const float* a, const std::int16_t* ea, const float* b, const std::int16_t* eb,
+  [[gnu::always_inline]] double fused(const float* a, const std::int16_t* ea, const float* b, const std::int16_t* eb,
                int n, double c, bool special) const {
     if (!special && std::isfinite(c)) {
       switch (path_) {
@@ -356,7 +356,7 @@ class Engine {
 
   // Steps 3-4 of fused_step_exponents with products held in V and terms summed in I.
   template <class V, class I>
-  double fast_step(const float* a, const std::int16_t* ea, const float* b,
+  [[gnu::always_inline]] double fast_step(const float* a, const std::int16_t* ea, const float* b,
                    const std::int16_t* eb, int n, double c) const {
     // 3. Alignment exponent (zero operands carry kZeroExponent, far below any product).
     int emax = INT_MIN / 2;
@@ -370,7 +370,7 @@ class Engine {
       // A nonzero product's exponent is above -300; one with a zero operand is below -600.
       if (emax < Operand::kZeroExponent + 400) emax = INT_MIN / 2;
     }
-    if (c != 0.0) emax = std::max(emax, std::ilogb(c));
+    if (c != 0.0) emax = std::max(emax, exponent_of_normal(c));
     if (emax == INT_MIN / 2) return 0.0;  // every product zero and c zero
     const int shift = m_.frac_bits - emax;
     if (shift > max_shift<V>() || shift < -max_shift<V>())
@@ -389,7 +389,7 @@ class Engine {
       }
     }
     if (c != 0.0) {
-      const double x = std::ldexp(c, shift);
+      const double x = c * pow2<double>(shift);
       sum += static_cast<I>(m_.term_cut == Rounding::rz ? std::trunc(x) : std::nearbyint(x));
     }
     return round_output(sum, emax - m_.frac_bits);
@@ -416,11 +416,11 @@ class Engine {
 
   // The step's output rounding of sum * 2^grid (steps 4-5 of fused_step_exponents).
   template <class I>
-  double round_output(I sum, int grid) const {
+  [[gnu::always_inline]] double round_output(I sum, int grid) const {
     if (sum == 0) return 0.0;
     constexpr I kExactInDouble = I(1) << (sizeof(I) == 4 ? 30 : 53);
     if (out_path_ != OutPath::generic && sum < kExactInDouble && -sum < kExactInDouble) {
-      const double v = std::ldexp(static_cast<double>(sum), grid);
+      const double v = static_cast<double>(sum) * pow2<double>(grid);
       const double mag = std::fabs(v);
       if (mag >= 0x1p-126) {
         if (mag >= 0x1p128) return std::copysign(INFINITY, v);
@@ -441,6 +441,10 @@ class Engine {
     return round_accumulator_output(m_, unrounded_from_int(static_cast<i128>(sum), grid));
   }
 
+  // floor(log2|x|) of a nonzero double that is a normal number (every fp32 value is).
+  static int exponent_of_normal(double x) {
+    return static_cast<int>((std::bit_cast<std::uint64_t>(x) >> 52) & 0x7ff) - 1023;
+  }
   template <class V>
   static constexpr int max_shift() {
     return std::numeric_limits<V>::max_exponent - 2;
