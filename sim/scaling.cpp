@@ -1,0 +1,155 @@
+// scaling: amax per scale block, scale encoding, and round-to-format of x / s.
+#include "scaling.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <stdexcept>
+
+#include "parallel.hpp"
+#include "rounding.hpp"
+
+namespace fp8sim {
+
+ScalingSpec scaling_by_name(std::string_view text) {
+  ScalingSpec s;
+  const auto colon = text.find(':');
+  const std::string_view gran = text.substr(0, colon);
+  const std::string_view enc = colon == std::string_view::npos ? "" : text.substr(colon + 1);
+  const auto number_after = [&](std::string_view prefix) {
+    const std::string_view digits = gran.substr(prefix.size());
+    int v = 0;
+    const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (digits.empty() || r.ec != std::errc() || r.ptr != digits.data() + digits.size() || v < 1)
+      throw std::invalid_argument(fmt::format(
+          "scaling '{}': {} needs a block length >= 1, e.g. {}128", text, prefix, prefix));
+    return v;
+  };
+  if (gran == "none") {
+    s.granularity = ScaleGranularity::none;
+  } else if (gran == "tensor") {
+    s.granularity = ScaleGranularity::tensor;
+  } else if (gran == "row") {
+    s.granularity = ScaleGranularity::row;
+  } else if (gran.starts_with("tile")) {
+    s.granularity = ScaleGranularity::tile;
+    s.nc = number_after("tile");
+  } else if (gran.starts_with("block")) {
+    s.granularity = ScaleGranularity::block;
+    s.nc = number_after("block");
+  } else if (gran == "mx") {
+    s.granularity = ScaleGranularity::mx;
+    s.nc = 32;
+    s.encoding = ScaleEncoding::e8m0;
+  } else {
+    throw std::invalid_argument(fmt::format(
+        "unknown scaling '{}' (known: none, tensor, row, tile<Nc>, block<Nc>, mx)", text));
+  }
+  if (!enc.empty()) {
+    if (enc == "fp32") s.encoding = ScaleEncoding::fp32;
+    else if (enc == "pow2") s.encoding = ScaleEncoding::pow2;
+    else if (enc == "e8m0") s.encoding = ScaleEncoding::e8m0;
+    else
+      throw std::invalid_argument(
+          fmt::format("scaling '{}': unknown scale encoding '{}' (fp32, pow2, e8m0)", text, enc));
+    if (s.granularity == ScaleGranularity::mx && s.encoding != ScaleEncoding::e8m0)
+      throw std::invalid_argument(fmt::format("scaling '{}': mx scales are always e8m0", text));
+    if (s.granularity == ScaleGranularity::none)
+      throw std::invalid_argument(fmt::format("scaling '{}': none has no scale encoding", text));
+  }
+  s.name = std::string(gran);
+  if (s.encoding != ScaleEncoding::fp32 && s.granularity != ScaleGranularity::mx)
+    s.name += s.encoding == ScaleEncoding::pow2 ? ":pow2" : ":e8m0";
+  return s;
+}
+
+Scaling engine_scaling(const ScalingSpec& s) {
+  switch (s.granularity) {
+    case ScaleGranularity::none: return Scaling::none;
+    case ScaleGranularity::tensor:
+    case ScaleGranularity::row: return Scaling::row;
+    case ScaleGranularity::tile:
+    case ScaleGranularity::block: return Scaling::block;
+    case ScaleGranularity::mx: return Scaling::mx;
+  }
+  return Scaling::none;
+}
+
+double scale_for_amax(double amax, const FormatSpec& element, ScaleEncoding enc) {
+  if (!(amax > 0) || !std::isfinite(amax)) return 1.0;
+  const double fmax = max_finite(element);
+  switch (enc) {
+    case ScaleEncoding::fp32: return static_cast<float>(amax / fmax);
+    case ScaleEncoding::pow2: {
+      int e = std::ilogb(amax / fmax);  // 2^e <= amax / fmax < 2^(e+1)
+      if (std::ldexp(1.0, e) < amax / fmax) ++e;
+      return std::ldexp(1.0, std::clamp(e, -126, 127));
+    }
+    case ScaleEncoding::e8m0:
+      // OCP MX v1.0 s6.3: X = 2^(floor(log2(amax)) - emax_elem), clamped to E8M0's range.
+      return std::ldexp(1.0, std::clamp(std::ilogb(amax) - max_exponent(element), -127, 127));
+  }
+  return 1.0;
+}
+
+QuantisedOperand quantise_operand(const ScalingSpec& s, OperandRole role, const FormatSpec& f,
+                                  int T, int K, std::span<const double> x, int tensor_rows,
+                                  int threads) {
+  const std::size_t n = static_cast<std::size_t>(T) * K;
+  if (x.size() != n)
+    throw std::invalid_argument(fmt::format("quantise_operand: {} values for {} x {}", x.size(), T, K));
+  if (tensor_rows < 1) throw std::invalid_argument("quantise_operand: tensor_rows must be >= 1");
+  const bool tiled = s.granularity == ScaleGranularity::tile ||
+                     s.granularity == ScaleGranularity::block || s.granularity == ScaleGranularity::mx;
+  if (tiled && K % s.nc != 0)
+    throw std::invalid_argument(fmt::format(
+        "scaling {}: K = {} is not a multiple of the block length {}", s.name, K, s.nc));
+  QuantisedOperand q;
+  q.scale_cols = s.granularity == ScaleGranularity::none ? 0 : tiled ? K / s.nc : 1;
+  q.scales.assign(static_cast<std::size_t>(T) * q.scale_cols, 1.0f);
+
+  // 1. Scales. Rows sharing a scale: tensor_rows for tensor, Nc for B's blocks, else 1.
+  int rows_per = 1;
+  if (s.granularity == ScaleGranularity::tensor) rows_per = tensor_rows;
+  if (s.granularity == ScaleGranularity::block && role == OperandRole::b) rows_per = s.nc;
+  const int cols = q.scale_cols;
+  if (cols > 0) {
+    const int width = cols == 1 ? K : s.nc;
+    const std::size_t groups = (static_cast<std::size_t>(T) + rows_per - 1) / rows_per;
+    parallel_for(groups, threads, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t g = begin; g < end; ++g) {
+        const std::size_t r0 = g * rows_per, r1 = std::min<std::size_t>(r0 + rows_per, T);
+        for (int c = 0; c < cols; ++c) {
+          double amax = 0;
+          for (std::size_t r = r0; r < r1; ++r)
+            for (int k = c * width; k < (c + 1) * width; ++k)
+              amax = std::max(amax, std::fabs(x[r * K + k]));
+          const float sc = static_cast<float>(scale_for_amax(amax, f, s.encoding));
+          for (std::size_t r = r0; r < r1; ++r) q.scales[r * cols + c] = sc;
+        }
+      }
+    });
+  }
+
+  // 2. Elements: q = RNE(x / s), saturating.
+  const RoundingSpec rne_sat{Rounding::rne, Overflow::saturate, 32};
+  const double fmax = max_finite(f);
+  std::vector<std::uint32_t> codes(n);
+  std::vector<std::size_t> saturated(static_cast<std::size_t>(T), 0);
+  parallel_for(static_cast<std::size_t>(T), threads, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t t = begin; t < end; ++t)
+      for (int k = 0; k < K; ++k) {
+        const double sc = cols == 0 ? 1.0 : q.scales[t * cols + (cols == 1 ? 0 : k / s.nc)];
+        const double v = x[t * K + k] / sc;
+        if (std::fabs(v) > fmax) ++saturated[t];
+        codes[t * K + k] = encode(v, f, rne_sat);
+      }
+  });
+  for (std::size_t c : saturated) q.saturated += c;
+  q.operand = decode_operand(f, T, K, std::span<const std::uint32_t>(codes));
+  return q;
+}
+
+}  // namespace fp8sim

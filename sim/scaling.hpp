@@ -1,0 +1,84 @@
+// scaling: quantising a T x K operand into a format with scales (none, per tensor, per row,
+// 1 x Nc tiles, Nc x Nc blocks, MX 1 x 32), and how a scale is encoded (fp32, 2^n, E8M0).
+//
+// Convention: x ~= s * q with q a value of the element format and s the dequantisation
+// scale the GEMM multiplies back in at promotion (gemm.hpp). For one scale block with
+// largest magnitude amax and element maximum fmax:
+//   fp32: s = fl32(amax / fmax)                 (amax lands on fmax, up to fp32 rounding)
+//   pow2: s = 2^ceil(log2(amax / fmax))          (the smallest 2^n with amax / s <= fmax)
+//   e8m0: s = 2^(floor(log2 amax) - emax)        (OCP MX v1.0 s6.3, emax = the element
+//                                                 format's largest exponent; values above
+//                                                 fmax after scaling saturate)
+// amax = 0 gives s = 1. Every q = round_to_format(x / s) with round-to-nearest-even and
+// saturation (x / s computed in double).
+//
+// Which elements share a scale (rows are trials; "tensor" is `tensor_rows` rows):
+//   none   : no scale (s = 1 everywhere; the GEMM gets Scaling::none)
+//   tensor : one scale per group of tensor_rows rows x K          (GEMM: per-row scales)
+//   row    : one scale per row                                    (GEMM: per-row scales)
+//   tile   : 1 x Nc tiles along K, for A and B                    (GEMM: block, g = Nc)
+//   block  : A in 1 x Nc tiles, B in Nc x Nc blocks (Nc rows of B x Nc columns), DeepSeek-V3
+//            s3.3.1 (activations 1x128, weights 128x128)          (GEMM: block, g = Nc)
+//   mx     : 1 x 32 tiles with E8M0 scales, A and B (OCP MX)      (GEMM: mx)
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "format.hpp"
+#include "gemm.hpp"
+
+namespace fp8sim {
+
+enum class ScaleGranularity : std::uint8_t { none, tensor, row, tile, block, mx };
+enum class ScaleEncoding : std::uint8_t { fp32, pow2, e8m0 };
+
+struct ScalingSpec {
+  std::string name;  // canonical text: "none", "tensor", "row", "tile128", "block128", "mx",
+                     // with ":pow2" or ":e8m0" when the encoding is not fp32
+  ScaleGranularity granularity = ScaleGranularity::none;
+  int nc = 0;        // tile / block length along K (32 for mx, 0 otherwise)
+  ScaleEncoding encoding = ScaleEncoding::fp32;
+};
+
+// "none", "tensor", "row", "tile<Nc>", "block<Nc>", "mx", optionally ":fp32", ":pow2" or
+// ":e8m0" (mx is always e8m0). Throws std::invalid_argument naming the problem.
+ScalingSpec scaling_by_name(std::string_view text);
+
+// How the GEMM engine is told about these scales (Scaling and its block length).
+Scaling engine_scaling(const ScalingSpec& s);
+
+// The dequantisation scale for a block with largest magnitude amax (see the table above).
+double scale_for_amax(double amax, const FormatSpec& element, ScaleEncoding enc);
+
+// Role of an operand: B's "block" scales cover Nc rows; everything else is the same for A, B.
+enum class OperandRole : std::uint8_t { a, b };
+
+// One quantised operand: codes of `format`, and the scales the engine takes for it
+// (T x scale_cols, row-major; scale_cols = 1 for tensor/row, K / Nc for tile/block/mx and
+// 0 for none, when `scales` is empty).
+struct QuantisedOperand {
+  Operand operand;            // values q (the engine's input), T x K
+  std::vector<float> scales;  // per row (and per tile along K)
+  int scale_cols = 0;
+  std::size_t saturated = 0;  // elements whose |x / s| exceeded the format's max
+};
+
+// Quantises x (T x K, row-major, finite). Preconditions: K a multiple of Nc for tile/block/
+// mx, tensor_rows >= 1. Results do not depend on `threads`.
+QuantisedOperand quantise_operand(const ScalingSpec& s, OperandRole role, const FormatSpec& f,
+                                  int T, int K, std::span<const double> x, int tensor_rows,
+                                  int threads = 0);
+
+// The dequantised value s * q of element (t, k), as the exact reference uses it.
+inline double dequantised(const QuantisedOperand& q, int K, std::size_t t, int k, int nc) {
+  const double v = q.operand.value[t * K + k];
+  if (q.scale_cols == 0) return v;
+  const int col = q.scale_cols == 1 ? 0 : k / nc;
+  return static_cast<double>(q.scales[t * q.scale_cols + col]) * v;
+}
+
+}  // namespace fp8sim

@@ -1,0 +1,281 @@
+// test_sweep: the sweep engine, its input generators and its scaling helpers: thread-count
+// independence, correlation within sampling error, the exact model's +inf accumulation SNR,
+// the fp32 model against a direct fmaf loop, and quantisation round trips.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+#include <vector>
+
+#include "accumulator.hpp"
+#include "distributions.hpp"
+#include "format.hpp"
+#include "metrics.hpp"
+#include "rounding.hpp"
+#include "scaling.hpp"
+#include "sweep.hpp"
+
+using namespace fp8sim;
+
+namespace {
+
+std::uint64_t test_seed() {
+  const char* s = std::getenv("FP8SIM_SEED");
+  const std::uint64_t seed = s ? std::strtoull(s, nullptr, 0) : 20261123;
+  static bool printed = false;
+  if (!printed) fmt::print("test_sweep: seed {} (set FP8SIM_SEED to change)\n", seed);
+  printed = true;
+  return seed;
+}
+
+std::string trial_line(const SweepResult& r, const TrialResult& t) {
+  std::string s;
+  for (const auto& [k, v] : config_columns(r, r.configs[t.config])) s += k + "=" + v + " ";
+  return s + fmt::format("trial={}", t.trial);
+}
+
+}  // namespace
+
+TEST_CASE("sweep results do not depend on the thread count", "[sweep]") {
+  SweepSpec s;
+  s.seed = test_seed();
+  s.distributions = {distribution_by_name("gaussian"), distribution_by_name("t:nu=4"),
+                     distribution_by_name("llm:channels=3,gain=40")};
+  s.k = {128, 256};
+  s.rho = {0.0, 0.9};
+  s.formats = {format_by_name("e4m3"), format_by_name("e5m6")};
+  s.scalings = {scaling_by_name("tensor"), scaling_by_name("block128:pow2"), scaling_by_name("mx")};
+  s.promote_every = {32, 128};
+  s.models = {accumulator_by_name("hopper-wgmma"), accumulator_by_name("fp32")};
+  s.trials = 21;
+  s.tensor_rows = 8;
+  s.skip_invalid = true;  // mx needs promotion every 32
+  s.threads = 1;
+  const SweepResult one = run_sweep(s);
+  REQUIRE(!one.skipped.empty());
+  for (int threads : {2, 3, 7}) {
+    s.threads = threads;
+    const SweepResult many = run_sweep(s);
+    REQUIRE(many.trials.size() == one.trials.size());
+    for (std::size_t i = 0; i < one.trials.size(); ++i) {
+      const TrialResult &x = one.trials[i], &y = many.trials[i];
+      INFO(fmt::format("{} threads={} => got {:a} ref_q {:a} want {:a} ref_q {:a}",
+                       trial_line(one, x), threads, y.got, y.ref_q, x.got, x.ref_q));
+      REQUIRE(std::bit_cast<std::uint32_t>(x.got) == std::bit_cast<std::uint32_t>(y.got));
+      REQUIRE(x.ref == y.ref);
+      REQUIRE(x.ref_q == y.ref_q);
+    }
+    std::ostringstream a, b;
+    write_summary_csv(a, one);
+    write_summary_csv(b, many);
+    REQUIRE(a.str() == b.str());
+  }
+}
+
+TEST_CASE("correlated pairs hit rho within sampling error", "[sweep][distributions]") {
+  const std::uint64_t seed = test_seed();
+  const int K = 1 << 17;
+  for (const char* name : {"gaussian", "uniform", "t:nu=9", "uniform:lo=0,hi=1"}) {
+    const DistributionSpec d = distribution_by_name(name);
+    for (double rho : {0.0, 0.1, 0.5, 0.9, 0.99}) {
+      std::vector<double> a(K), b(K);
+      generate_pairs(d, rho, seed, 1, K, a, b, 2);
+      double ma = 0, mb = 0;
+      for (int i = 0; i < K; ++i) ma += a[i], mb += b[i];
+      ma /= K, mb /= K;
+      double saa = 0, sbb = 0, sab = 0;
+      for (int i = 0; i < K; ++i) {
+        saa += (a[i] - ma) * (a[i] - ma);
+        sbb += (b[i] - mb) * (b[i] - mb);
+        sab += (a[i] - ma) * (b[i] - mb);
+      }
+      const double r = sab / std::sqrt(saa * sbb);
+      // Standard error of a sample correlation ~ (1 - rho^2) / sqrt(n) for near-normal data;
+      // 6 of them (the t(9) and uniform kurtosis widen it a little) and a floor of 1e-3.
+      const double tol = std::max(6.0 * (1 - rho * rho) / std::sqrt(double(K)), 1e-3);
+      INFO(fmt::format("generate_pairs {} rho={} seed={} K={} => got r={:.5f} want {} +- {:.4f}",
+                       name, rho, seed, K, r, rho, tol));
+      CHECK(std::fabs(r - rho) < tol);
+      if (std::string_view(name).find("lo=0") == std::string_view::npos) {
+        CHECK(saa / K == Approx(1.0).margin(0.03));  // unit variance
+      }
+    }
+  }
+  // The llm distribution multiplies a's outlier columns, and only those.
+  const DistributionSpec llm = distribution_by_name("llm:channels=5,gain=100");
+  const auto ch = outlier_channels(llm, seed, 512);
+  REQUIRE(ch.size() == 5);
+  std::vector<double> a(64 * 512), b(64 * 512), g(64 * 512), gb(64 * 512);
+  generate_pairs(llm, 0.5, seed, 64, 512, a, b, 1);
+  generate_pairs(distribution_by_name("gaussian"), 0.5, seed, 64, 512, g, gb, 1);
+  for (int k = 0; k < 512; ++k) {
+    const bool out = std::find(ch.begin(), ch.end(), k) != ch.end();
+    INFO("column " << k);
+    CHECK(a[7 * 512 + k] == g[7 * 512 + k] * (out ? 100.0 : 1.0));
+    CHECK(b[7 * 512 + k] == gb[7 * 512 + k]);
+  }
+  CHECK_THROWS_AS(distribution_by_name("t:nu=2"), std::invalid_argument);
+  CHECK_THROWS_AS(distribution_by_name("cauchy"), std::invalid_argument);
+  CHECK_THROWS_AS(distribution_by_name("gaussian:mu=1"), std::invalid_argument);
+}
+
+TEST_CASE("the exact model has no accumulation error: snr_accum_db = +inf", "[sweep]") {
+  SweepSpec s;
+  s.seed = test_seed();
+  s.distributions = {distribution_by_name("gaussian"), distribution_by_name("llm")};
+  s.k = {64, 1024};
+  s.formats = {format_by_name("e4m3"), format_by_name("e5m2"), format_by_name("e5m6")};
+  // Power-of-two scales multiply exactly, so even a scaled exact result is the fp32-rounded
+  // exact sum; per-row fp32 scales are not (sa * sb rounds), and are checked to be finite.
+  s.scalings = {scaling_by_name("none"), scaling_by_name("tensor:pow2"), scaling_by_name("row")};
+  s.promote_every = {0};
+  s.models = {accumulator_by_name("exact")};
+  s.trials = 16;
+  const SweepResult r = run_sweep(s);
+  int fp32_scaled_finite = 0;
+  for (const TrialResult& t : r.trials) {
+    const SweepConfig& c = r.configs[t.config];
+    INFO(fmt::format("{} => got {:a} want {:a}", trial_line(r, t), t.got, t.ref_q32));
+    if (s.scalings[c.scaling].name == "row") {
+      fp32_scaled_finite += std::isfinite(t.snr_accum_db);
+      continue;
+    }
+    CHECK(t.snr_accum_db == std::numeric_limits<double>::infinity());
+    CHECK(t.ulp_err_accum == 0.0);
+    CHECK(std::isfinite(t.snr_db));  // quantisation error remains
+  }
+  CHECK(fp32_scaled_finite > 0);
+}
+
+TEST_CASE("a sweep with the fp32 model matches a direct fmaf loop in double", "[sweep][differential]") {
+  SweepSpec s;
+  s.seed = test_seed();
+  s.k = {96, 2048};
+  s.rho = {0.0, 0.99};
+  s.formats = {format_by_name("e4m3")};
+  s.scalings = {scaling_by_name("none")};
+  s.promote_every = {0, 32};
+  s.models = {accumulator_by_name("fp32")};
+  s.trials = 12;
+  const SweepResult r = run_sweep(s);
+  const FormatSpec e4m3 = format_by_name("e4m3");
+  for (const SweepConfig& c : r.configs) {
+    const int K = s.k[c.k], P = s.promote_every[c.promote];
+    std::vector<double> a(std::size_t(s.trials) * K), b(a.size());
+    generate_pairs(s.distributions[0], s.rho[c.rho], s.seed, s.trials, K, a, b, 1);
+    const std::size_t ci = &c - r.configs.data();
+    for (int t = 0; t < s.trials; ++t) {
+      // Direct: quantise each element, fmaf along K (products of e4m3 are exact in fp32),
+      // chunks of P added to a float main accumulator; reference in long double.
+      float main = 0.0f, chunk = 0.0f;
+      long double ref = 0;
+      for (int k = 0; k < K; ++k) {
+        const double x = a[std::size_t(t) * K + k], y = b[std::size_t(t) * K + k];
+        ref += static_cast<long double>(x) * y;
+        chunk = std::fmaf(float(quantize(x, e4m3)), float(quantize(y, e4m3)), chunk);
+        if (P > 0 && (k + 1) % P == 0) main += chunk, chunk = 0.0f;
+      }
+      if (P == 0) main = chunk;
+      const TrialResult& tr = r.trials[ci * s.trials + t];
+      const double want_snr = 20.0 * std::log10(std::fabs(double(ref) / (double(main) - double(ref))));
+      INFO(fmt::format("{} => got {:a} want {:a}", trial_line(r, tr), tr.got, main));
+      CHECK(std::bit_cast<std::uint32_t>(tr.got) == std::bit_cast<std::uint32_t>(main));
+      CHECK(tr.snr_db == Approx(want_snr).margin(1e-6));
+      CHECK(tr.ref == Approx(double(ref)).epsilon(1e-14));
+    }
+  }
+}
+
+TEST_CASE("scaling: quantisation round trips and scale encodings", "[sweep][scaling]") {
+  const std::uint64_t seed = test_seed();
+  const int T = 256, K = 256;
+  std::vector<double> x(T * K), y(T * K);
+  generate_pairs(distribution_by_name("llm:channels=4,gain=50,sigma=0.01"), 0.0, seed, T, K, x, y, 2);
+  for (const char* fname : {"e4m3", "e5m2", "e5m6"}) {
+    const FormatSpec f = format_by_name(fname);
+    const double fmax = max_finite(f);
+    for (const char* sname : {"none", "tensor", "row", "tile32", "block128", "mx", "tensor:pow2",
+                              "block64:e8m0", "tile128:pow2"}) {
+      const ScalingSpec sc = scaling_by_name(sname);
+      for (OperandRole role : {OperandRole::a, OperandRole::b}) {
+        const QuantisedOperand q = quantise_operand(sc, role, f, T, K, x, 64, 2);
+        // 1. Each element is within half a step of f (or saturated) after dividing by its
+        //    scale; each block's largest element lands where its encoding says.
+        for (int t = 0; t < T; ++t)
+          for (int k = 0; k < K; ++k) {
+            const double sv = q.scale_cols == 0 ? 1.0
+                              : q.scales[t * q.scale_cols + (q.scale_cols == 1 ? 0 : k / sc.nc)];
+            const double v = x[t * K + k] / sv;
+            const double want = quantize(v, f);
+            if (q.operand.value[t * K + k] != want) {
+              FAIL(fmt::format("quantise {} {} role={} t={} k={} x={:a} scale={:a} => got {:a} want {:a}",
+                               fname, sname, int(role), t, k, x[t * K + k], sv,
+                               q.operand.value[t * K + k], want));
+            }
+            if (sc.encoding != ScaleEncoding::fp32 && std::ilogb(sv) != std::log2(sv))
+              FAIL(fmt::format("scale {} {} t={} k={} => got {:a}, not a power of two", fname, sname, t, k, sv));
+          }
+        // Power-of-two scales are rounded up, so nothing saturates (fp32 scales can round
+        // down by half an fp32 ulp and e8m0 scales are rounded down by design).
+        if (sc.encoding == ScaleEncoding::pow2) CHECK(q.saturated == 0);
+        // 2. Idempotence of power-of-two scales: requantising the dequantised values gives
+        //    the same values (the scale may halve when a block's amax rounded down to
+        //    exactly fmax / 2, with every element doubling).
+        if (sc.encoding != ScaleEncoding::fp32 && sc.granularity != ScaleGranularity::none) {
+          std::vector<double> back(T * K);
+          for (int t = 0; t < T; ++t)
+            for (int k = 0; k < K; ++k) back[t * K + k] = dequantised(q, K, t, k, sc.nc);
+          const QuantisedOperand q2 = quantise_operand(sc, role, f, T, K, back, 64, 1);
+          INFO(fmt::format("requantise {} {} role={}", fname, sname, int(role)));
+          std::size_t differ = 0;
+          for (int t = 0; t < T; ++t)
+            for (int k = 0; k < K; ++k)
+              differ += dequantised(q2, K, t, k, sc.nc) != back[t * K + k];
+          CHECK(differ == 0);
+        }
+        // 3. fp32 scales put each block's amax at fmax (up to fp32 rounding of the scale).
+        if (sc.encoding == ScaleEncoding::fp32 && sc.granularity == ScaleGranularity::row) {
+          for (int t = 0; t < T; ++t) {
+            double m = 0;
+            for (int k = 0; k < K; ++k) m = std::max(m, std::fabs(double(q.operand.value[t * K + k])));
+            INFO(fmt::format("row amax {} {} t={} => got {} want {}", fname, sname, t, m, fmax));
+            CHECK(m == Approx(fmax).epsilon(std::ldexp(1.0, -f.mantissa_bits)));
+          }
+        }
+      }
+    }
+  }
+  // B's block128 scales are shared by 128 rows; A's are per row.
+  const ScalingSpec blk = scaling_by_name("block128");
+  const FormatSpec e4m3 = format_by_name("e4m3");
+  const QuantisedOperand qa = quantise_operand(blk, OperandRole::a, e4m3, T, K, x, 64, 1);
+  const QuantisedOperand qb = quantise_operand(blk, OperandRole::b, e4m3, T, K, x, 64, 1);
+  CHECK(qb.scales[0] == qb.scales[127 * 2]);
+  CHECK(qb.scales[0] != qb.scales[128 * 2]);
+  CHECK(qa.scales[0] != qa.scales[1 * 2]);
+  // Encodings by hand: amax 3 into e4m3 (max 448 = 1.75 * 2^8).
+  CHECK(scale_for_amax(3.0, e4m3, ScaleEncoding::fp32) == double(float(3.0 / 448.0)));
+  CHECK(scale_for_amax(3.0, e4m3, ScaleEncoding::pow2) == 0x1p-7);   // 3/448 in (2^-8, 2^-7]
+  CHECK(scale_for_amax(3.0, e4m3, ScaleEncoding::e8m0) == 0x1p-7);   // 2^(1 - 8)
+  CHECK(scale_for_amax(448.0, e4m3, ScaleEncoding::pow2) == 1.0);
+  CHECK(scale_for_amax(0.0, e4m3, ScaleEncoding::fp32) == 1.0);
+  CHECK_THROWS_AS(scaling_by_name("block"), std::invalid_argument);
+  CHECK_THROWS_AS(scaling_by_name("mx:fp32"), std::invalid_argument);
+  CHECK_THROWS_AS(scaling_by_name("tensor:bf16"), std::invalid_argument);
+}
+
+TEST_CASE("sweep input errors name the problem", "[sweep]") {
+  SweepSpec s;
+  s.k = {100};  // not a multiple of hopper-wgmma's group of 32
+  CHECK_THROWS_WITH(run_sweep(s), Catch::Contains("group of 32"));
+  s.k = {128};
+  s.rho = {1.5};
+  CHECK_THROWS_WITH(run_sweep(s), Catch::Contains("rho"));
+  s.rho = {0};
+  s.formats = {format_by_name("fp32")};
+  CHECK_THROWS_WITH(run_sweep(s), Catch::Contains("at most 16 bits"));
+}
