@@ -218,9 +218,13 @@ Summary summarize(std::span<const double> values, std::uint64_t seed, int resamp
   for (int j = 0; j < resamples; ++j) {
     for (std::size_t i = 0; i < s.n; ++i)
       r[i] = v[random_u64(seed, static_cast<std::uint64_t>(j), i) % s.n];
-    std::sort(r.begin(), r.end());
     means[j] = mean_of(r);
-    medians[j] = quantile_sorted(r, 0.5);
+    // Median without a full sort: the order statistics around (n-1)/2 (type 7, as above).
+    const std::size_t lo = (s.n - 1) / 2;
+    std::nth_element(r.begin(), r.begin() + lo, r.end());
+    const double a = r[lo];
+    const double b = s.n % 2 == 1 ? a : *std::min_element(r.begin() + lo + 1, r.end());
+    medians[j] = a == b ? a : a + 0.5 * (b - a);
   }
   std::sort(means.begin(), means.end());
   std::sort(medians.begin(), medians.end());

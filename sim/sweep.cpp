@@ -254,17 +254,25 @@ void write_summary_csv(std::ostream& out, const SweepResult& r,
   const int T = r.spec.trials;
   const char* names[] = {"snr_db", "snr_accum_db", "rel_err", "rel_err_accum", "ulp_err",
                          "ulp_err_accum"};
-  std::vector<double> v(T);
-  for (std::size_t ci = 0; ci < r.configs.size(); ++ci) {
-    const std::string p = prefix(r, r.configs[ci], extra);
-    for (int m = 0; m < 6; ++m) {
+  // Summaries in parallel (each seeded by its configuration and metric), written in order.
+  std::vector<Summary> sums(r.configs.size() * 6);
+  parallel_for(sums.size(), r.spec.threads, [&](std::size_t begin, std::size_t end) {
+    std::vector<double> v(T);
+    for (std::size_t i = begin; i < end; ++i) {
+      const std::size_t ci = i / 6, m = i % 6;
       for (int t = 0; t < T; ++t) {
         const TrialResult& x = r.trials[ci * T + t];
         const double vals[] = {x.snr_db, x.snr_accum_db, x.rel_err, x.rel_err_accum, x.ulp_err,
                                x.ulp_err_accum};
         v[t] = vals[m];
       }
-      const Summary s = summarize(v, mix64(r.spec.seed ^ mix64(ci * 8 + m)));
+      sums[i] = summarize(v, mix64(r.spec.seed ^ mix64(ci * 8 + m)));
+    }
+  });
+  for (std::size_t ci = 0; ci < r.configs.size(); ++ci) {
+    const std::string p = prefix(r, r.configs[ci], extra);
+    for (int m = 0; m < 6; ++m) {
+      const Summary& s = sums[ci * 6 + m];
       fmt::print(out, "{}{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{}\n",
                  p, names[m], s.n, s.n_inf, s.mean, s.mean_lo, s.mean_hi, s.std, s.min, s.q05,
                  s.q25, s.median, s.median_lo, s.median_hi, s.q75, s.q95, s.max,

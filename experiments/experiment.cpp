@@ -1,0 +1,171 @@
+// experiment: CLI11 flags, progress bar, CSV and manifest writing for the exp_* binaries.
+#include "experiment.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "parallel.hpp"
+
+namespace fp8sim::experiments {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A one-line bar on stderr, redrawn at most every 0.1 s.
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool on) : on_(on), start_(clock::now()), last_(start_) {}
+  void update(double done, double total) {
+    if (!on_) return;
+    const auto now = clock::now();
+    if (done < total && now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    const double f = total > 0 ? done / total : 1.0;
+    const int width = 40, filled = static_cast<int>(f * width);
+    const double s = std::chrono::duration<double>(now - start_).count();
+    fmt::print(stderr, "\r[{}{}] {:3.0f}% {:.1f}s", std::string(filled, '#'),
+               std::string(width - filled, ' '), 100 * f, s);
+    if (done >= total) fmt::print(stderr, "\n");
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  bool on_;
+  clock::time_point start_, last_;
+};
+
+std::string iso_time_utc() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+nlohmann::json machine() {
+  utsname u{};
+  uname(&u);
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return {{"hostname", host},
+          {"os", fmt::format("{} {} {}", u.sysname, u.release, u.machine)},
+          {"hardware_threads", std::thread::hardware_concurrency()}};
+}
+
+nlohmann::json manifest(const Experiment& e, const SweepResult& r, const std::string& command,
+                        double runtime_s, bool paper, const std::vector<std::string>& files) {
+  const SweepSpec& s = r.spec;
+  nlohmann::json j;
+  j["experiment"] = e.name;
+  j["question"] = e.question;
+  j["command"] = command;
+  j["paper_size"] = paper;
+  j["seed"] = s.seed;
+  j["trials"] = s.trials;
+  j["threads"] = resolve_threads(s.threads);
+  j["tensor_rows"] = s.tensor_rows;
+  j["git_revision"] = FP8SIM_GIT_REVISION;
+  j["created_utc"] = iso_time_utc();
+  j["runtime_s"] = runtime_s;
+  j["machine"] = machine();
+  auto& p = j["parameters"];
+  p["k"] = s.k;
+  p["rho"] = s.rho;
+  p["promote_every"] = s.promote_every;
+  for (const auto& d : s.distributions) p["distributions"].push_back({{"name", d.name}, {"describe", describe(d)}});
+  for (const auto& f : s.formats)
+    p["formats"].push_back({{"name", f.name}, {"exponent_bits", f.exponent_bits},
+                            {"mantissa_bits", f.mantissa_bits}, {"bias", f.bias},
+                            {"max_finite", max_finite(f)}});
+  for (const auto& sc : s.scalings) p["scalings"].push_back(sc.name);
+  for (const auto& m : s.models)
+    p["models"].push_back({{"name", m.name}, {"describe", describe(m)}, {"evidence", m.evidence}});
+  j["configurations"] = r.configs.size();
+  j["skipped"] = r.skipped;
+  j["files"] = files;
+  j["definitions"] =
+      "snr_db = 10 log10(ref^2 / (got - ref)^2) with ref the exact dot product of the "
+      "unquantised inputs; snr_accum_db, rel_err_accum, ulp_err_accum compare got with the exact "
+      "dot product of the quantised (dequantised) inputs rounded to fp32, so they show "
+      "accumulation error only; +inf means no error; ulp = fp32 ulp at the reference";
+  return j;
+}
+
+}  // namespace
+
+int run(const Experiment& e, int argc, char** argv) {
+  CLI::App app{fmt::format("exp_{}: {}", e.name, e.question)};
+  app.failure_message(CLI::FailureMessage::simple);
+  Options o;
+  std::string out = "out/" + e.name;
+  bool progress = false;
+  app.add_option("--out", out, "output folder (created)")->capture_default_str();
+  app.add_option("--seed", o.seed, "random seed")->capture_default_str();
+  app.add_option("--trials", o.trials,
+                 fmt::format("trials per configuration (default {}, --paper {})", e.default_trials,
+                             e.paper_trials))
+      ->check(CLI::Range(1, 10000000));
+  app.add_option("--threads", o.threads, "worker threads (0: all); results never depend on it")
+      ->check(CLI::Range(0, 4096));
+  app.add_flag("--paper", o.paper, "paper-size trial counts");
+  app.add_flag("--progress", progress, "show a progress bar even when stderr is not a terminal");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& ex) {
+    return app.exit(ex);
+  } catch (const CLI::ParseError& ex) {
+    fmt::print(stderr, "exp_{}: error: {}\n", e.name, ex.what());
+    return 2;
+  }
+  try {
+    SweepSpec s = e.build();
+    s.trials = o.trials > 0 ? o.trials : o.paper ? e.paper_trials : e.default_trials;
+    s.seed = o.seed;
+    s.threads = o.threads;
+    std::string command;
+    for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+
+    ProgressBar bar(progress || isatty(2));
+    const auto t0 = std::chrono::steady_clock::now();
+    const SweepResult r = run_sweep(s, [&](double d, double t) { bar.update(d, t); });
+    fs::create_directories(out);
+    const std::vector<std::pair<std::string, std::string>> extra{{"experiment", e.name}};
+    const std::string csv = (fs::path(out) / (e.name + ".csv")).string();
+    const std::string summary = (fs::path(out) / (e.name + "_summary.csv")).string();
+    const std::string json = (fs::path(out) / (e.name + ".json")).string();
+    const auto write = [](const std::string& path, auto&& body) {
+      std::ofstream f(path + ".tmp");
+      if (!f) throw std::runtime_error(fmt::format("{}: cannot open for writing", path));
+      body(f);
+      f.close();
+      if (!f) throw std::runtime_error(fmt::format("{}: write failed", path));
+      fs::rename(path + ".tmp", path);
+    };
+    write(csv, [&](std::ostream& f) { write_trials_csv(f, r, extra); });
+    write(summary, [&](std::ostream& f) { write_summary_csv(f, r, extra); });
+    const double runtime =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    write(json, [&](std::ostream& f) {
+      f << manifest(e, r, command, runtime, o.paper, {csv, summary, json}).dump(2) << "\n";
+    });
+    fmt::print("exp_{}: {} configurations x {} trials in {:.1f} s{}\n", e.name, r.configs.size(),
+               s.trials, runtime,
+               r.skipped.empty() ? "" : fmt::format(" ({} invalid combinations skipped)", r.skipped.size()));
+    for (const auto& f : {csv, summary, json}) fmt::print("  wrote {}\n", f);
+  } catch (const std::exception& ex) {
+    fmt::print(stderr, "exp_{}: error: {}\n", e.name, ex.what());
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace fp8sim::experiments
