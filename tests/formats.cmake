@@ -1,0 +1,16 @@
+# Formats, rounding and the encode/decode/table CLI (issue 2).
+
+# cuda_fp8.h: CUDA's host-side FP8 conversions are the oracle of test_format_cuda_fp8. The
+# header compiles with the host compiler alone; without it the test prints "waived" (exit 77).
+find_package(CUDAToolkit QUIET)
+find_path(FP8SIM_CUDA_INCLUDE_DIR cuda_fp8.h
+  HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{CUDA_HOME}/include /usr/local/cuda/include
+  DOC "Folder holding CUDA's cuda_fp8.h (oracle for test_format_cuda_fp8)")
+
+fp8sim_add_test(test_format_cuda_fp8 SOURCES test_format_cuda_fp8.cpp LABELS exhaustive TIMEOUT 900)
+if(FP8SIM_CUDA_INCLUDE_DIR)
+  target_include_directories(test_format_cuda_fp8 SYSTEM PRIVATE ${FP8SIM_CUDA_INCLUDE_DIR})
+  target_compile_definitions(test_format_cuda_fp8 PRIVATE FP8SIM_HAVE_CUDA_FP8_H)
+else()
+  message(STATUS "fp8sim: cuda_fp8.h not found: test_format_cuda_fp8 will be waived")
+endif()

@@ -1,0 +1,147 @@
+// test_format_cuda_fp8: all 2^32 float32 inputs encode into e4m3/e5m2 exactly as cuda_fp8.h does.
+//
+// Oracle: CUDA's host conversion __nv_cvt_float_to_fp8(x, sat, __NV_E4M3/__NV_E5M2) from
+// cuda_fp8.h (plain C++ on the host, no GPU needed). Four configurations: e4m3 and e5m2, each
+// with __NV_SATFINITE (our `saturate`) and __NV_NOSAT (our `nonsat`), rounding rne (the only
+// mode cuda_fp8.h has). NaN inputs may map to any NaN code.
+//   - encode_batch (sim/convert_batch.hpp) is checked on every one of the 2^32 patterns;
+//   - the scalar encode() is checked on every 61st pattern (61 is prime, so the subset hits
+//     every residue of every power-of-two field: all exponents, all low-mantissa patterns);
+//     all 2^32 would take about 15 CPU-minutes per configuration.
+// Each configuration is its own Catch2 test case (tag [e4m3] etc.) so ctest runs them in
+// parallel; each case also uses every hardware thread.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <atomic>
+#include <bit>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+#include "convert_batch.hpp"
+#include "format.hpp"
+#include "parallel.hpp"
+#include "rounding.hpp"
+
+#if defined(FP8SIM_HAVE_CUDA_FP8_H) && __has_include(<cuda_fp8.h>)
+#include <cuda_fp8.h>
+#define FP8SIM_CUDA_ORACLE 1
+#endif
+
+using namespace fp8sim;
+
+namespace {
+
+#ifdef FP8SIM_CUDA_ORACLE
+struct Config {
+  const char* format;
+  __nv_fp8_interpretation_t interp;
+  Overflow overflow;
+  __nv_saturation_t sat;
+};
+
+void check_all_floats(const Config& c) {
+  const FormatSpec f = format_by_name(c.format);
+  const RoundingSpec r{Rounding::rne, c.overflow, 32};
+  const char* policy = c.overflow == Overflow::saturate ? "saturate" : "nonsat";
+  constexpr std::uint64_t kTotal = std::uint64_t{1} << 32;
+  constexpr std::size_t kChunk = std::size_t{1} << 20;
+  constexpr std::uint64_t kStride = 61;
+  bool is_nan_code[256];
+  for (std::uint32_t code = 0; code < 256; ++code)
+    is_nan_code[code] = classify(f, code) == ValueClass::nan;
+  std::atomic<std::uint64_t> batch_bad{0}, scalar_bad{0}, scalar_checked{0};
+  std::mutex print_mutex;
+  int printed = 0;
+  auto report = [&](const char* path, std::uint32_t bits, std::uint32_t got, std::uint32_t want) {
+    std::lock_guard<std::mutex> lock(print_mutex);
+    if (printed++ < 20)
+      std::printf("%s %s %s rne x=0x%08x => got 0x%02x want 0x%02x\n", path, c.format, policy,
+                  bits, got, want);
+  };
+  parallel_for(kTotal / kChunk, /*threads=*/0, [&](std::size_t b, std::size_t e) {
+    std::vector<float> x(kChunk);
+    std::vector<std::uint8_t> got(kChunk);
+    std::uint64_t bad_b = 0, bad_s = 0, n_s = 0;
+    for (std::size_t chunk = b; chunk < e; ++chunk) {
+      const std::uint32_t base = static_cast<std::uint32_t>(chunk * kChunk);
+      for (std::size_t i = 0; i < kChunk; ++i)
+        x[i] = std::bit_cast<float>(base + static_cast<std::uint32_t>(i));
+      encode_batch(f, r, x, got, /*threads=*/1);
+      // The first index in this chunk that is a multiple of the stride.
+      std::size_t next_scalar = (kStride - base % kStride) % kStride;
+      for (std::size_t i = 0; i < kChunk; ++i) {
+        const std::uint32_t bits = base + static_cast<std::uint32_t>(i);
+        const std::uint32_t want = __nv_cvt_float_to_fp8(x[i], c.sat, c.interp);
+        auto same = [&](std::uint32_t g) {
+          return is_nan_code[want] ? is_nan_code[g & 0xffu] && g < 256 : g == want;
+        };
+        if (!same(got[i])) {
+          ++bad_b;
+          report("encode_batch", bits, got[i], want);
+        }
+        if (i == next_scalar) {
+          next_scalar += kStride;
+          ++n_s;
+          const std::uint32_t s = encode(static_cast<double>(x[i]), f, r);
+          if (!same(s)) {
+            ++bad_s;
+            report("encode", bits, s, want);
+          }
+        }
+      }
+    }
+    batch_bad += bad_b;
+    scalar_bad += bad_s;
+    scalar_checked += n_s;
+  });
+  std::printf("%s %s: encode_batch (%s) %llu of 2^32 mismatches; encode %llu of %llu mismatches\n",
+              c.format, policy, encode_batch_isa(),
+              static_cast<unsigned long long>(batch_bad.load()),
+              static_cast<unsigned long long>(scalar_bad.load()),
+              static_cast<unsigned long long>(scalar_checked.load()));
+  CHECK(batch_bad.load() == 0);
+  CHECK(scalar_bad.load() == 0);
+  CHECK(scalar_checked.load() == (kTotal + kStride - 1) / kStride);
+}
+#endif
+
+void waive_if_no_header() {
+#ifndef FP8SIM_CUDA_ORACLE
+  std::printf("waived: cuda_fp8.h not found (set FP8SIM_CUDA_INCLUDE_DIR to CUDA's include dir)\n");
+  std::fflush(stdout);
+  std::exit(77);
+#endif
+}
+
+}  // namespace
+
+TEST_CASE("e4m3 saturate: all float32 encode as cuda_fp8.h", "[e4m3][saturate]") {
+  waive_if_no_header();
+#ifdef FP8SIM_CUDA_ORACLE
+  check_all_floats({"e4m3", __NV_E4M3, Overflow::saturate, __NV_SATFINITE});
+#endif
+}
+
+TEST_CASE("e4m3 nonsat: all float32 encode as cuda_fp8.h", "[e4m3][nonsat]") {
+  waive_if_no_header();
+#ifdef FP8SIM_CUDA_ORACLE
+  check_all_floats({"e4m3", __NV_E4M3, Overflow::nonsat, __NV_NOSAT});
+#endif
+}
+
+TEST_CASE("e5m2 saturate: all float32 encode as cuda_fp8.h", "[e5m2][saturate]") {
+  waive_if_no_header();
+#ifdef FP8SIM_CUDA_ORACLE
+  check_all_floats({"e5m2", __NV_E5M2, Overflow::saturate, __NV_SATFINITE});
+#endif
+}
+
+TEST_CASE("e5m2 nonsat: all float32 encode as cuda_fp8.h", "[e5m2][nonsat]") {
+  waive_if_no_header();
+#ifdef FP8SIM_CUDA_ORACLE
+  check_all_floats({"e5m2", __NV_E5M2, Overflow::nonsat, __NV_NOSAT});
+#endif
+}
