@@ -285,8 +285,10 @@ std::uint32_t step_up_from(const FormatSpec& f, std::uint32_t code) {
 std::uint32_t next_up(const FormatSpec& f, std::uint32_t code) { return step_up_from(f, code); }
 
 std::uint32_t next_down(const FormatSpec& f, std::uint32_t code) {
+  // NaN first: fnuz's NaN 0x80 would otherwise negate to +0 below.
+  if (classify(f, code) == ValueClass::nan) return code;
   if (!f.is_signed) {
-    if (classify(f, code) == ValueClass::nan || code == 0) return code;
+    if (code == 0) return code;
     return code - 1;
   }
   // next_down(x) = -next_up(-x); fnuz has no -0, so its zero maps to itself under negation.

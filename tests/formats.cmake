@@ -14,3 +14,5 @@ if(FP8SIM_CUDA_INCLUDE_DIR)
 else()
   message(STATUS "fp8sim: cuda_fp8.h not found: test_format_cuda_fp8 will be waived")
 endif()
+
+fp8sim_add_test(test_format_codes SOURCES test_format_codes.cpp LABELS "unit;exhaustive" TIMEOUT 300)
