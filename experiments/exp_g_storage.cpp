@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   e.build = [] {
     SweepSpec s;
     s.distributions = {distribution_by_name("gaussian"), distribution_by_name("t:nu=3"),
-                       distribution_by_name("llm:channels=8,gain=50"),
+                       distribution_by_name("llm:channels=8,gain=50,rowspread=3"),
                        distribution_by_name("gaussian:sigma=0.0009765625")};
     s.k = {4096};
     s.formats = {format_by_name("e4m3"), format_by_name("e5m2"), format_by_name("e5m6")};

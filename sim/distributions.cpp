@@ -95,6 +95,10 @@ DistributionSpec distribution_by_name(std::string_view text) {
             fmt::format("distribution '{}': channels must be a whole number >= 0", text));
     } else if (key == "gain" && llm) {
       d.gain = v;
+    } else if (key == "rowspread" && llm) {
+      d.rowspread = v;
+      if (v < 0 || v > 20)
+        throw std::invalid_argument(fmt::format("distribution '{}': rowspread must be in [0, 20]", text));
     } else {
       throw std::invalid_argument(
           fmt::format("distribution '{}': unknown key '{}' for {}", text, key, kind));
@@ -118,7 +122,8 @@ std::string describe(const DistributionSpec& d) {
     case Distribution::uniform: return fmt::format("uniform:lo={},hi={},sigma={}", d.lo, d.hi, d.sigma);
     case Distribution::student_t: return fmt::format("t:nu={},sigma={}", d.nu, d.sigma);
     case Distribution::llm:
-      return fmt::format("llm:channels={},gain={},sigma={}", d.channels, d.gain, d.sigma);
+      return fmt::format("llm:channels={},gain={},rowspread={},sigma={}", d.channels, d.gain,
+                         d.rowspread, d.sigma);
   }
   return d.name;
 }
@@ -166,15 +171,19 @@ void generate_pairs(const DistributionSpec& d, double rho, std::uint64_t seed, i
   for (int c : outlier_channels(d, seed, K)) gain[c] *= d.gain;
   const double r2 = std::sqrt(std::max(0.0, 1.0 - rho * rho));
   parallel_for(static_cast<std::size_t>(T), threads, [&](std::size_t begin, std::size_t end) {
-    for (std::size_t t = begin; t < end; ++t)
+    for (std::size_t t = begin; t < end; ++t) {
+      const double row = d.kind == Distribution::llm && d.rowspread > 0
+                             ? std::exp2(d.rowspread * gaussian_draw(seed, 4, t))
+                             : 1.0;
       for (int k = 0; k < K; ++k) {
         const std::uint64_t index = (static_cast<std::uint64_t>(t) << 32) | static_cast<std::uint32_t>(k);
         const double x = standard_draw(d, seed, 1, index);
         const double z = r2 == 0.0 ? 0.0 : standard_draw(d, seed, 2, index);
         const std::size_t i = t * K + k;
-        a[i] = x * gain[k];
+        a[i] = x * gain[k] * row;
         b[i] = (rho * x + r2 * z) * d.sigma;
       }
+    }
   });
 }
 

@@ -19,7 +19,8 @@ enum class Distribution : std::uint8_t {
   gaussian,   // N(0, 1)
   uniform,    // U(lo, hi); default lo = -sqrt(3), hi = sqrt(3) (unit variance)
   student_t,  // Student-t with nu > 2 degrees of freedom, standardised to unit variance
-  llm,        // N(0, 1) with `channels` outlier columns of A multiplied by `gain`
+  llm,        // N(0, 1) with `channels` outlier columns of A multiplied by `gain`, and
+              // optionally rows (tokens) of A of different magnitudes (`rowspread`)
 };
 
 // One options record; parsed and validated by distribution_by_name.
@@ -31,11 +32,13 @@ struct DistributionSpec {
   double nu = 3.0;            // student_t only: degrees of freedom, > 2
   int channels = 4;           // llm only: outlier columns of A (same columns in every row)
   double gain = 32.0;         // llm only: outlier columns' magnitude relative to the rest
+  double rowspread = 0.0;     // llm only: row t of A is multiplied by 2^(rowspread * g_t),
+                              // g_t ~ N(0,1) (per-token magnitudes; 0: all rows alike)
 };
 
 // "gaussian", "uniform", "t" (student-t), "llm", each optionally followed by ":key=value,..."
-// with keys sigma (all), lo, hi (uniform), nu (t), channels, gain (llm). Examples:
-// "gaussian:sigma=0.001", "uniform:lo=0,hi=1", "t:nu=3", "llm:channels=8,gain=50".
+// with keys sigma (all), lo, hi (uniform), nu (t), channels, gain, rowspread (llm). Examples:
+// "gaussian:sigma=0.001", "uniform:lo=0,hi=1", "t:nu=3", "llm:channels=8,gain=50,rowspread=3".
 // Throws std::invalid_argument naming the bad name, key or value.
 DistributionSpec distribution_by_name(std::string_view text);
 
@@ -55,8 +58,9 @@ std::vector<int> outlier_channels(const DistributionSpec& d, std::uint64_t seed,
 //   1. x = standard_draw(stream 1, index t*2^32 + k), z = standard_draw(stream 2, same index).
 //   2. a = x, b = rho*x + sqrt(1 - rho^2)*z: the population correlation of (a, b) is exactly
 //      rho because x and z are independent with equal variance.
-//   3. Both are multiplied by sigma; for llm, a's outlier columns also by gain (this scales
-//      a column, so each column's correlation stays rho).
+//   3. Both are multiplied by sigma; for llm, a's outlier columns also by gain and a's row t
+//      by 2^(rowspread * g_t) (this scales a column or a row, so the correlation of a and b
+//      within a row and within a column stays rho).
 // Preconditions: -1 <= rho <= 1, T >= 1, K >= 1, K < 2^32, spans of T*K elements.
 void generate_pairs(const DistributionSpec& d, double rho, std::uint64_t seed, int T, int K,
                     std::span<double> a, std::span<double> b, int threads = 0);

@@ -1,3 +1,12 @@
 # Sweep engine (sim/sweep, metrics, distributions, scaling) and the notebooks.
 fp8sim_add_test(test_metrics SOURCES test_metrics.cpp LABELS unit differential TIMEOUT 120)
 fp8sim_add_test(test_sweep SOURCES test_sweep.cpp LABELS unit differential TIMEOUT 300)
+
+# Experiments run small, their plot scripts, and every notebook executed (needs the
+# experiment binaries and a Python with nbconvert: tests/setup.sh's venv).
+if(TARGET exp_a_length AND Python3_Interpreter_FOUND)
+  add_test(NAME test_notebooks
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/test_notebooks.sh ${Python3_EXECUTABLE}
+            $<TARGET_FILE_DIR:exp_a_length> ${PROJECT_SOURCE_DIR})
+  set_tests_properties(test_notebooks PROPERTIES LABELS "notebooks" TIMEOUT 600 SKIP_RETURN_CODE 77)
+endif()

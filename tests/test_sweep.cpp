@@ -118,7 +118,19 @@ TEST_CASE("correlated pairs hit rho within sampling error", "[sweep][distributio
     CHECK(a[7 * 512 + k] == g[7 * 512 + k] * (out ? 100.0 : 1.0));
     CHECK(b[7 * 512 + k] == gb[7 * 512 + k]);
   }
+  // rowspread multiplies each row of a by one factor, leaving b alone.
+  std::vector<double> r(64 * 512), rb(64 * 512);
+  generate_pairs(distribution_by_name("llm:channels=5,gain=100,rowspread=3"), 0.5, seed, 64, 512, r, rb, 1);
+  for (int t : {0, 9, 63}) {
+    const double f = r[t * 512 + 1] / a[t * 512 + 1];
+    INFO("row " << t << " factor " << f);
+    CHECK(f != 1.0);
+    CHECK(std::ilogb(f) > -40);
+    for (int k = 0; k < 512; ++k) CHECK(r[t * 512 + k] == Approx(a[t * 512 + k] * f).epsilon(1e-15));
+    for (int k = 0; k < 512; ++k) CHECK(rb[t * 512 + k] == b[t * 512 + k]);
+  }
   CHECK_THROWS_AS(distribution_by_name("t:nu=2"), std::invalid_argument);
+  CHECK_THROWS_AS(distribution_by_name("gaussian:rowspread=2"), std::invalid_argument);
   CHECK_THROWS_AS(distribution_by_name("cauchy"), std::invalid_argument);
   CHECK_THROWS_AS(distribution_by_name("gaussian:mu=1"), std::invalid_argument);
 }
