@@ -134,10 +134,10 @@ int run(const Experiment& e, int argc, char** argv) {
     std::string command;
     for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
 
+    fs::create_directories(out);  // fail before the run, not after it
     ProgressBar bar(progress || isatty(2));
     const auto t0 = std::chrono::steady_clock::now();
     const SweepResult r = run_sweep(s, [&](double d, double t) { bar.update(d, t); });
-    fs::create_directories(out);
     const std::vector<std::pair<std::string, std::string>> extra{{"experiment", e.name}};
     const std::string csv = (fs::path(out) / (e.name + ".csv")).string();
     const std::string summary = (fs::path(out) / (e.name + "_summary.csv")).string();
