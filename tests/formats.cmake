@@ -16,3 +16,5 @@ else()
 endif()
 
 fp8sim_add_test(test_format_codes SOURCES test_format_codes.cpp LABELS "unit;exhaustive" TIMEOUT 300)
+fp8sim_add_test(test_rounding_boost SOURCES test_rounding_boost.cpp LABELS differential TIMEOUT 600)
+fp8sim_add_test(test_rounding_sr SOURCES test_rounding_sr.cpp LABELS unit TIMEOUT 300)
