@@ -1,0 +1,85 @@
+// probe: infer a black-box dot-product kernel's accumulator parameters from its outputs.
+//
+// probe() feeds a kernel batches of designed dot products (FP8 codes along K, an fp32 c per
+// row) and reads back one fp32 result per row. Every vector is built so that exactly one
+// parameter decides whether a chosen small term survives, e.g. "+P, -P, s" in one step keeps
+// s only when s lies on the grid 2^(e_P - frac_bits). The inferences, in order:
+//   1. group: +P at k=0, -P at k=i, a tiny s at k=i+1 survives iff i+1 starts a new step;
+//      the group is the gcd of those i+1.
+//   2. frac_bits and term cut (group >= 3): +P, -P, s = 2^(e_P - t) in one step: s survives
+//      iff t <= frac_bits; s = 0.75 of the grid step gives 0 (rz) or one step (rne).
+//      Group 1 or 2 with c in the alignment: c = P + 2^(e_P - t), one product -P.
+//   3. renormalisation: +Q, -Q, s with Q = 1.5*1.5*2^E (significand in [2,4)): s = 2^(E - F)
+//      survives iff the alignment exponent is e_a + e_b, not the exact product's.
+//   4. c: c far below the grid of +P, -P: it survives iff c stays out of the alignment; with
+//      c = -(big) and big + x needing one bit more than the output, x survives iff c is
+//      added before the output rounding (else c is added after it, as on B200).
+//   5. output bits: big + x for many spans (one product, g-1 large products, c + product);
+//      x survives iff the span fits the output: each try bounds out_bits from one side.
+//      Output rounding from big + {1/4, 1/2, 3/4} ulp, and -(big + 1/4 ulp).
+//      Output range: two products of 2^15 in one step give Inf when the output is fp16-like.
+//   6. promotion: P at k=0 and x = 2^(e_P - 23) at k=j (a multiple of the group): a limited
+//      accumulator loses x, an FP32 main accumulator keeps it, so x survives iff k=j lies in
+//      a later chunk than P; the smallest such j is the interval.
+// Each inference appends one evidence line: the vector, what came back, what it means.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "accumulator.hpp"
+#include "format.hpp"
+#include "rounding.hpp"
+
+namespace fp8sim {
+
+// T independent dot products of K codes each (a, b row-major T x K), c[t] entering each.
+struct DotBatch {
+  FormatSpec a_format, b_format;
+  int T = 0, K = 0;
+  std::vector<std::uint8_t> a, b;  // T x K codes each, row-major
+  std::vector<float> c;            // T values (empty = zeros)
+};
+
+// The kernel under test: returns the T results of a batch (throws on failure).
+using DotKernel = std::function<std::vector<float>(const DotBatch&)>;
+
+struct ProbeOptions {
+  FormatSpec format = format_by_name("e4m3");  // code format of both operands
+  int max_k = 4096;      // longest K tried (promotion search); a multiple of k_multiple
+  int max_group = 256;   // largest group size looked for
+  int k_multiple = 1;    // every batch's K is padded (with zero codes) to a multiple of this
+};
+
+struct ProbeReport {
+  int group = 0;                          // products fused per step
+  int frac_bits = -1;                     // -1: no cut seen (exact sum) within the tested span
+  Rounding term_cut = Rounding::rz;       // rz or rne
+  int out_bits = 24;                      // significant bits of the step output
+  Rounding output_rounding = Rounding::rz;
+  bool c_joins = true;                    // c aligned and cut with the products
+  bool renormalise = false;               // alignment on the exact product's exponent
+  int promote_every = 0;                  // 0: no promotion seen within max_k
+  std::vector<std::string> evidence;      // one line per inference
+
+  // Beyond the fixed interface:
+  bool c_added_after = false;             // c added after the output rounding (B200)
+  int out_max_exponent = 127;             // 15: the output overflows like fp16
+  bool out_bits_identified = false;       // false: out_bits only bounded (lower bound kept)
+  bool output_rounding_identified = false;
+
+  AccumulatorSpec as_model() const;       // custom model with these parameters
+  std::string describe() const;           // one line, as `fp8sim models` prints a model
+};
+
+// Runs every probe against `kernel`. Throws std::runtime_error when the kernel returns the
+// wrong number of results or results that fit no model (e.g. NaN for finite inputs).
+ProbeReport probe(const DotKernel& kernel, const ProbeOptions& opts = {});
+
+// A DotKernel that runs the simulator's engine (batched_dot) for `model` with promotion
+// every `promote_every` products (0 = never); K is padded with zeros to the model's group.
+DotKernel model_kernel(const AccumulatorSpec& model, int promote_every = 0);
+
+}  // namespace fp8sim
