@@ -20,3 +20,16 @@ fp8sim_add_test(test_rounding_boost SOURCES test_rounding_boost.cpp LABELS diffe
 fp8sim_add_test(test_rounding_sr SOURCES test_rounding_sr.cpp LABELS unit TIMEOUT 300)
 fp8sim_add_test(test_cli_convert SOURCES test_cli_convert.cpp LABELS unit TIMEOUT 300)
 add_dependencies(test_cli_convert fp8sim)
+
+# ml_dtypes as a third oracle: oracle_ml_dtypes.py drives a helper that dumps fp8sim's codes.
+add_executable(test_format_mldtypes_helper test_format_mldtypes_helper.cpp)
+target_link_libraries(test_format_mldtypes_helper PRIVATE fp8sim::sim)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_format_mldtypes
+    COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/oracle_ml_dtypes.py
+            --helper $<TARGET_FILE:test_format_mldtypes_helper>)
+  set_tests_properties(test_format_mldtypes PROPERTIES LABELS differential TIMEOUT 300
+    SKIP_RETURN_CODE 77)
+else()
+  message(STATUS "fp8sim: no Python: test_format_mldtypes is not registered")
+endif()
