@@ -27,9 +27,9 @@ struct Params {
   std::uint32_t ovf[2] = {};   // code of a finite value past max finite, by sign
   std::uint32_t inf[2] = {};   // code of +inf / -inf
   std::uint32_t nan[2] = {};   // code of +nan / -nan
-  std::uint32_t nan_bad = 0;   // 1: a NaN input is an error (format without NaN)
-  std::uint32_t ovf_bad = 0;   // 1: a finite overflow is an error
-  std::uint32_t inf_bad = 0;   // 1: an infinite input is an error
+  std::uint32_t nan_bad[2] = {};  // 1: a NaN input of this sign is an error (no NaN)
+  std::uint32_t ovf_bad[2] = {};  // 1: a finite overflow of this sign is an error
+  std::uint32_t inf_bad[2] = {};  // 1: an infinite input of this sign is an error
 };
 
 Params make_params(const FormatSpec& f, const RoundingSpec& r) {
@@ -45,17 +45,17 @@ Params make_params(const FormatSpec& f, const RoundingSpec& r) {
     try {  // 2^1000 is past the largest finite value of every format
       p.ovf[s] = round_to_format(Unrounded{s != 0, 1, 1000, false}, f, r);
     } catch (const std::domain_error&) {
-      p.ovf_bad = 1;
+      p.ovf_bad[s] = 1;
     }
     try {
       p.inf[s] = encode(sign * std::numeric_limits<double>::infinity(), f, r);
     } catch (const std::domain_error&) {
-      p.inf_bad = 1;
+      p.inf_bad[s] = 1;
     }
     try {
       p.nan[s] = encode(std::copysign(std::numeric_limits<double>::quiet_NaN(), sign), f, r);
     } catch (const std::domain_error&) {
-      p.nan_bad = 1;
+      p.nan_bad[s] = 1;
     }
   }
   return p;
@@ -86,7 +86,9 @@ template <Rounding R>
   const std::uint32_t maxmag = p.maxmag, e8 = p.e8m0, sign_bit = p.sign_bit;
   const std::uint32_t zero0 = p.zero[0], zero1 = p.zero[1], ovf0 = p.ovf[0], ovf1 = p.ovf[1];
   const std::uint32_t inf0 = p.inf[0], inf1 = p.inf[1], nan0 = p.nan[0], nan1 = p.nan[1];
-  const std::uint32_t nan_bad = p.nan_bad, ovf_bad = p.ovf_bad, inf_bad = p.inf_bad;
+  const std::uint32_t nan_bad0 = p.nan_bad[0], nan_bad1 = p.nan_bad[1];
+  const std::uint32_t ovf_bad0 = p.ovf_bad[0], ovf_bad1 = p.ovf_bad[1];
+  const std::uint32_t inf_bad0 = p.inf_bad[0], inf_bad1 = p.inf_bad[1];
   const std::uint32_t unsigned_fmt = sign_bit == 0 ? 1u : 0u;
   std::uint32_t bad = 0;
   for (std::size_t i = 0; i < n_items; ++i) {
@@ -137,7 +139,8 @@ template <Rounding R>
     code = pick(is_zero, zero, code);
     code = pick(unsigned_fmt & neg & (is_zero ^ 1u), nan0, code);
     const std::uint32_t finite_ovf = ovf & ((is_inf | is_nan | is_zero) ^ 1u);
-    bad |= (is_nan & nan_bad) | (is_inf & inf_bad) | (finite_ovf & ovf_bad);
+    bad |= (is_nan & pick(neg, nan_bad1, nan_bad0)) | (is_inf & pick(neg, inf_bad1, inf_bad0)) |
+           (finite_ovf & pick(neg, ovf_bad1, ovf_bad0));
     out[i] = static_cast<std::uint8_t>(code);
   }
   return bad;
@@ -215,7 +218,7 @@ void encode_batch(const FormatSpec& f, const RoundingSpec& r, std::span<const fl
     if (local) bad.fetch_or(local);
   });
   if (bad.load()) {
-    if (p.nan_bad)
+    if (p.nan_bad[0])
       throw std::domain_error(fmt::format(
           "encode_batch: a NaN or overflow cannot be encoded in format '{}', which has no NaN "
           "(use the saturate policy for overflow)",
