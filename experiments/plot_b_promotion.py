@@ -20,6 +20,6 @@ for ax in axes:
 axes[0].set_ylabel(snr_label("accumulation"))
 axes[0].set_title("accumulation error only")
 axes[1].set_ylabel(snr_label("total"))
-axes[1].set_title("total error (e4m3 quantisation dominates; band: never only)")
+axes[1].set_title("total error (quantisation dominates; band: never)")
 title(fig, manifest, "b: chunked promotion on hopper-wgmma, e4m3 with a tensor-wise scale, Gaussian inputs")
 save(fig, d, NAME)

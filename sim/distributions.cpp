@@ -158,7 +158,8 @@ std::vector<int> outlier_channels(const DistributionSpec& d, std::uint64_t seed,
 }
 
 void generate_pairs(const DistributionSpec& d, double rho, std::uint64_t seed, int T, int K,
-                    std::span<double> a, std::span<double> b, int threads) {
+                    std::span<double> a, std::span<double> b, int threads,
+                    std::uint64_t row0) {
   if (!(rho >= -1.0 && rho <= 1.0))
     throw std::invalid_argument(fmt::format("correlation rho = {} is outside [-1, 1]", rho));
   if (T < 1 || K < 1)
@@ -173,10 +174,10 @@ void generate_pairs(const DistributionSpec& d, double rho, std::uint64_t seed, i
   parallel_for(static_cast<std::size_t>(T), threads, [&](std::size_t begin, std::size_t end) {
     for (std::size_t t = begin; t < end; ++t) {
       const double row = d.kind == Distribution::llm && d.rowspread > 0
-                             ? std::exp2(d.rowspread * gaussian_draw(seed, 4, t))
+                             ? std::exp2(d.rowspread * gaussian_draw(seed, 4, row0 + t))
                              : 1.0;
       for (int k = 0; k < K; ++k) {
-        const std::uint64_t index = (static_cast<std::uint64_t>(t) << 32) | static_cast<std::uint32_t>(k);
+        const std::uint64_t index = ((row0 + t) << 32) | static_cast<std::uint32_t>(k);
         const double x = standard_draw(d, seed, 1, index);
         const double z = r2 == 0.0 ? 0.0 : standard_draw(d, seed, 2, index);
         const std::size_t i = t * K + k;

@@ -61,8 +61,10 @@ std::vector<int> outlier_channels(const DistributionSpec& d, std::uint64_t seed,
 //   3. Both are multiplied by sigma; for llm, a's outlier columns also by gain and a's row t
 //      by 2^(rowspread * g_t) (this scales a column or a row, so the correlation of a and b
 //      within a row and within a column stays rho).
+// Rows row0 .. row0+T-1 are generated (so a long run can be made in chunks of rows).
 // Preconditions: -1 <= rho <= 1, T >= 1, K >= 1, K < 2^32, spans of T*K elements.
 void generate_pairs(const DistributionSpec& d, double rho, std::uint64_t seed, int T, int K,
-                    std::span<double> a, std::span<double> b, int threads = 0);
+                    std::span<double> a, std::span<double> b, int threads = 0,
+                    std::uint64_t row0 = 0);
 
 }  // namespace fp8sim

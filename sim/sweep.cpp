@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <ostream>
 #include <stdexcept>
 
@@ -105,71 +107,90 @@ SweepResult run_sweep(const SweepSpec& s, const SweepProgress& progress) {
   r.trials.resize(r.configs.size() * T);
   r.saturated.assign(r.configs.size(), 0);
 
-  // 2. Walk the run configurations; regenerate data / requantise only when those axes change.
+  // 2. Walk runs of configurations sharing their data (distribution, K, rho: the outermost
+  //    axes, so such runs are contiguous), in chunks of whole row groups.
   double done = 0;
-  std::vector<double> a, b, ref(T);
-  std::vector<double> ref_q(T);
-  std::vector<float> ref_q32(T), got(T);
+  std::vector<double> a, b, ref, ref_q;
+  std::vector<float> ref_q32, got;
   QuantisedOperand qa, qb;
-  SweepConfig data_key{-1, -1, -1, -1, -1, -1, -1}, quant_key = data_key;
-  for (std::size_t ci = 0; ci < r.configs.size(); ++ci) {
-    const SweepConfig& c = r.configs[ci];
-    const int K = s.k[c.k];
-    const std::size_t n = std::size_t(T) * K;
-    const bool new_data = c.distribution != data_key.distribution || c.k != data_key.k ||
-                          c.rho != data_key.rho;
-    if (new_data) {
+  const auto same_data = [](const SweepConfig& x, const SweepConfig& y) {
+    return x.distribution == y.distribution && x.k == y.k && x.rho == y.rho;
+  };
+  // Rows sharing a scale must stay in one chunk: tensor groups and B's Nc x Nc blocks.
+  std::size_t group_rows = static_cast<std::size_t>(s.tensor_rows);
+  for (const ScalingSpec& sc : s.scalings)
+    if (sc.granularity == ScaleGranularity::block)
+      group_rows = std::lcm(group_rows, static_cast<std::size_t>(sc.nc));
+  for (std::size_t g0 = 0, g1 = 0; g0 < r.configs.size(); g0 = g1) {
+    while (g1 < r.configs.size() && same_data(r.configs[g1], r.configs[g0])) ++g1;
+    const SweepConfig& c0 = r.configs[g0];
+    const int K = s.k[c0.k];
+    const std::size_t want_rows = std::max<std::size_t>(1, s.chunk_elements / K);
+    const std::size_t chunk_rows = std::max<std::size_t>(1, want_rows / group_rows) * group_rows;
+    for (std::size_t t0 = 0; t0 < std::size_t(T); t0 += chunk_rows) {
+      const int Tc = static_cast<int>(std::min<std::size_t>(chunk_rows, T - t0));
+      const std::size_t n = std::size_t(Tc) * K;
       a.resize(n);
       b.resize(n);
-      generate_pairs(s.distributions[c.distribution], s.rho[c.rho], s.seed, T, K, a, b, s.threads);
-      parallel_for(T, s.threads, [&](std::size_t begin, std::size_t end) {
+      ref.resize(Tc);
+      ref_q.resize(Tc);
+      ref_q32.resize(Tc);
+      got.resize(Tc);
+      generate_pairs(s.distributions[c0.distribution], s.rho[c0.rho], s.seed, Tc, K, a, b,
+                     s.threads, t0);
+      parallel_for(Tc, s.threads, [&](std::size_t begin, std::size_t end) {
         for (std::size_t t = begin; t < end; ++t)
           ref[t] = exact_dot_fast(std::span<const double>(a.data() + t * K, K),
                                   std::span<const double>(b.data() + t * K, K)).nearest_double;
       });
-      data_key = c;
-    }
-    if (new_data || c.format != quant_key.format || c.scaling != quant_key.scaling) {
-      const ScalingSpec& sc = s.scalings[c.scaling];
-      const FormatSpec& f = s.formats[c.format];
-      qa = quantise_operand(sc, OperandRole::a, f, T, K, a, s.tensor_rows, s.threads);
-      qb = quantise_operand(sc, OperandRole::b, f, T, K, b, s.tensor_rows, s.threads);
-      parallel_for(T, s.threads, [&](std::size_t begin, std::size_t end) {
-        std::vector<double> da(K), db(K);
-        for (std::size_t t = begin; t < end; ++t) {
-          for (int k = 0; k < K; ++k) {
-            da[k] = dequantised(qa, K, t, k, sc.nc);
-            db[k] = dequantised(qb, K, t, k, sc.nc);
-          }
-          const ExactDot e = exact_dot_fast(da, db);
-          ref_q[t] = e.nearest_double;
-          ref_q32[t] = e.nearest_float;
+      int quant_format = -1, quant_scaling = -1;
+      for (std::size_t ci = g0; ci < g1; ++ci) {
+        const SweepConfig& c = r.configs[ci];
+        if (c.format != quant_format || c.scaling != quant_scaling) {
+          const ScalingSpec& sc = s.scalings[c.scaling];
+          const FormatSpec& f = s.formats[c.format];
+          qa = quantise_operand(sc, OperandRole::a, f, Tc, K, a, s.tensor_rows, s.threads);
+          qb = quantise_operand(sc, OperandRole::b, f, Tc, K, b, s.tensor_rows, s.threads);
+          parallel_for(Tc, s.threads, [&](std::size_t begin, std::size_t end) {
+            std::vector<double> da(K), db(K);
+            for (std::size_t t = begin; t < end; ++t) {
+              for (int k = 0; k < K; ++k) {
+                da[k] = dequantised(qa, K, t, k, sc.nc);
+                db[k] = dequantised(qb, K, t, k, sc.nc);
+              }
+              const ExactDot e = exact_dot_fast(da, db);
+              ref_q[t] = e.nearest_double;
+              ref_q32[t] = e.nearest_float;
+            }
+          });
+          quant_format = c.format;
+          quant_scaling = c.scaling;
         }
-      });
-      quant_key = c;
+        r.saturated[ci] += qa.saturated + qb.saturated;
+        const GemmSpec g = engine_spec(s, c);
+        const bool scaled = g.scaling != Scaling::none;
+        batched_dot(g, qa.operand, qb.operand, {},
+                    scaled ? std::span<const float>(qa.scales) : std::span<const float>(),
+                    scaled ? std::span<const float>(qb.scales) : std::span<const float>(), got);
+        for (int t = 0; t < Tc; ++t) {
+          TrialResult& tr = r.trials[ci * T + t0 + t];
+          tr.config = static_cast<int>(ci);
+          tr.trial = static_cast<int>(t0) + t;
+          tr.ref = ref[t];
+          tr.ref_q = ref_q[t];
+          tr.ref_q32 = ref_q32[t];
+          tr.got = got[t];
+          tr.snr_db = snr_db(ref[t], got[t]);
+          tr.rel_err = rel_err(ref[t], got[t]);
+          tr.ulp_err = ulp_err(ref[t], got[t]);
+          tr.snr_accum_db = snr_db(ref_q32[t], got[t]);
+          tr.rel_err_accum = rel_err(ref_q32[t], got[t]);
+          tr.ulp_err_accum = ulp_err(ref_q32[t], got[t]);
+        }
+        done += double(Tc) * K;
+        if (progress) progress(done, total);
+      }
     }
-    r.saturated[ci] = qa.saturated + qb.saturated;
-    const GemmSpec g = engine_spec(s, c);
-    const bool scaled = g.scaling != Scaling::none;
-    batched_dot(g, qa.operand, qb.operand, {}, scaled ? std::span<const float>(qa.scales) : std::span<const float>(),
-                scaled ? std::span<const float>(qb.scales) : std::span<const float>(), got);
-    for (int t = 0; t < T; ++t) {
-      TrialResult& tr = r.trials[ci * T + t];
-      tr.config = static_cast<int>(ci);
-      tr.trial = t;
-      tr.ref = ref[t];
-      tr.ref_q = ref_q[t];
-      tr.ref_q32 = ref_q32[t];
-      tr.got = got[t];
-      tr.snr_db = snr_db(ref[t], got[t]);
-      tr.rel_err = rel_err(ref[t], got[t]);
-      tr.ulp_err = ulp_err(ref[t], got[t]);
-      tr.snr_accum_db = snr_db(ref_q32[t], got[t]);
-      tr.rel_err_accum = rel_err(ref_q32[t], got[t]);
-      tr.ulp_err_accum = ulp_err(ref_q32[t], got[t]);
-    }
-    done += double(T) * K;
-    if (progress) progress(done, total);
   }
   return r;
 }

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <cstddef>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -49,6 +50,9 @@ struct SweepSpec {
   int threads = 0;              // 0: all hardware threads; results never depend on it
   bool skip_invalid = false;    // skip engine-invalid combinations (listed in the result)
                                 // instead of throwing
+  std::size_t chunk_elements = std::size_t(1) << 23;  // trials run in chunks of about this
+                                // many elements per operand (memory bound); results do not
+                                // depend on it (chunks hold whole tensor / block row groups)
 };
 
 // Throws std::invalid_argument naming an empty axis or a bad value.
@@ -79,8 +83,9 @@ struct SweepResult {
 // Progress: called with (work done, total work) in element-configurations.
 using SweepProgress = std::function<void(double done, double total)>;
 
-// Runs the sweep. Loops nest data (distribution, K, rho) > quantisation (format, scaling) >
-// engine (promotion, model), so each input set is generated and quantised once.
+// Runs the sweep. Loops nest data (distribution, K, rho) > chunk of trials > quantisation
+// (format, scaling) > engine (promotion, model), so each input set is generated and
+// quantised once.
 SweepResult run_sweep(const SweepSpec& s, const SweepProgress& progress = {});
 
 // The tidy CSV: one row per configuration and trial; `extra` columns (name, value) are

@@ -84,6 +84,16 @@ TEST_CASE("exact_dot_fast matches ExactSum bit for bit", "[metrics][differential
   const std::vector<double> three{1.0, 0x1p-24, 0x1p-80}, ones3{1.0, 1.0, 1.0};
   CHECK(exact_dot_fast(three, ones3).nearest_float == 1.0f + 0x1p-23f);
   CHECK(exact_dot_fast(three, ones3).nearest_double == 1.0 + 0x1p-24);
+  // A tie above an odd float rounds up to the even one: 1 + 2^-23 + 2^-24 -> 1 + 2^-22.
+  const std::vector<double> odd{1.0, 0x1p-23, 0x1p-24};
+  CHECK(exact_dot_fast(odd, ones3).nearest_float == 1.0f + 0x1p-22f);
+  CHECK(exact_dot_fast(odd, ones3).nearest_double == 1.0 + 0x1p-23 + 0x1p-24);
+  // Negative ties, and a double tie: 1 + 2^-53 ties to 1, 1 + 3 * 2^-53 to 1 + 2^-51.
+  const std::vector<double> neg{-1.0, -0x1p-23, -0x1p-24};
+  CHECK(exact_dot_fast(neg, ones3).nearest_float == -(1.0f + 0x1p-22f));
+  const std::vector<double> d1{1.0, 0x1p-53}, d3{1.0, 0x1p-52, 0x1p-53};
+  CHECK(exact_dot_fast(d1, ones).nearest_double == 1.0);
+  CHECK(exact_dot_fast(d3, ones3).nearest_double == 1.0 + 0x1p-51);
   // Bad input is an error, not a wrong answer.
   const std::vector<double> inf{kInf};
   const std::vector<double> onev{1.0};

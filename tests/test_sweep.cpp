@@ -74,6 +74,19 @@ TEST_CASE("sweep results do not depend on the thread count", "[sweep]") {
     write_summary_csv(b, many);
     REQUIRE(a.str() == b.str());
   }
+  // Nor on the chunking of trials (chunks hold whole tensor and B-block row groups).
+  s.threads = 2;
+  s.chunk_elements = 1;  // one row group (lcm(8, 128) = 128 rows) per chunk
+  s.trials = 300;        // 3 chunks, the last one partial
+  s.k = {128};
+  const SweepResult chunked = run_sweep(s);
+  s.chunk_elements = std::size_t(1) << 30;
+  const SweepResult whole = run_sweep(s);
+  std::ostringstream x, y;
+  write_trials_csv(x, chunked);
+  write_trials_csv(y, whole);
+  REQUIRE(x.str() == y.str());
+  REQUIRE(chunked.saturated == whole.saturated);
 }
 
 TEST_CASE("correlated pairs hit rho within sampling error", "[sweep][distributions]") {
