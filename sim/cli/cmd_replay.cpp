@@ -1,6 +1,74 @@
-// cmd_replay: `fp8sim replay` (filled in with the hardware harness).
+// cmd_replay: `fp8sim replay`, captured kernel outputs against a model, bit for bit.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
 #include "commands.hpp"
+#include "replay.hpp"
 
 namespace fp8sim::cli {
-void add_replay_command(CLI::App&) {}
+namespace {
+
+struct ReplayArgs {
+  std::string captures, model, case_name, json;
+  int promote_every = -1;
+  int threads = 0;
+};
+
+// Prints one line per case and a summary; exits 1 on any mismatch (bad input throws: 2).
+void run_replay(const ReplayArgs& g) {
+  ReplayOptions o;
+  o.model = g.model;
+  o.promote_every = g.promote_every;
+  o.case_name = g.case_name;
+  o.threads = g.threads;
+  if (g.promote_every < -1) throw std::invalid_argument("--promote-every must be >= 0");
+  const ReplayReport r = replay(g.captures, o);
+  std::string provenance;
+  for (const auto& [key, value] : {std::pair<const char*, const std::string&>{"device", r.device},
+                                   {"driver", r.driver}, {"cuda", r.cuda}, {"date", r.date},
+                                   {"generator", r.generator}, {"git", r.git_revision}})
+    if (!value.empty()) provenance += fmt::format("{}{}={}", provenance.empty() ? "" : " ", key, value);
+  fmt::print("captures {}{}{}\n", r.dir, provenance.empty() ? "" : ": ", provenance);
+  std::size_t bad = 0;
+  for (const ReplayCase& c : r.cases) {
+    fmt::print("{}\n", format_case(c));
+    bad += c.ok() ? 0 : 1;
+  }
+  fmt::print("replay: {} of {} cases match (got = capture, want = model{})\n",
+             r.cases.size() - bad, r.cases.size(),
+             g.model.empty() ? "" : fmt::format(" {}", g.model));
+  if (!g.json.empty()) {
+    std::ofstream out(g.json);
+    out << replay_json(r);
+    if (!out) throw std::runtime_error(fmt::format("{}: cannot write the report", g.json));
+  }
+  std::fflush(stdout);
+  if (bad != 0) std::exit(1);
+}
+
+}  // namespace
+
+void add_replay_command(CLI::App& app) {
+  auto g = std::make_shared<ReplayArgs>();
+  auto* cmd = app.add_subcommand(
+      "replay", "Recompute captured kernel outputs (DIR/manifest.json + .npy) with a model and "
+                "compare bit for bit; exit 0 all match, 1 mismatch, 2 bad input");
+  cmd->add_option("--captures", g->captures, "Capture folder holding manifest.json")->required();
+  cmd->add_option("--model", g->model,
+                  "Accumulator model for every case (default: each case's own \"model\")");
+  cmd->add_option("--promote-every", g->promote_every,
+                  "K elements per chunk promoted to FP32 for every case (default: the case's)");
+  cmd->add_option("--case", g->case_name, "Replay only the case with this name");
+  cmd->add_option("--json", g->json, "Write a JSON report here");
+  cmd->add_option("--threads", g->threads, "Threads (0 = all); results never depend on it")
+      ->capture_default_str();
+  cmd->callback([g] { run_replay(*g); });
+}
+
 }  // namespace fp8sim::cli
