@@ -193,6 +193,19 @@ TEST_CASE("encode honours --rounding", "[encode]") {
                  want);
   // Toward zero never overflows to NaN, even under nonsat (IEEE 754 7.4).
   expect_lines("encode --format e4m3 --rounding rz --overflow nonsat -- 1000", {"0x7e"});
+  // Decimals are rounded once, exactly, not first to a double: 1.0625 + 1e-22 is above the
+  // tie (1.125 = 0x39), 1.0625 - 1e-22 below it (0x38), whatever the mode breaks ties with.
+  expect_lines("encode --format e4m3 -- 1.0625000000000000000001 1.0624999999999999999999",
+               {"0x39", "0x38"});
+  expect_lines("encode --format e4m3 --rounding rna -- 1.0624999999999999999999", {"0x38"});
+  // 1e-400 is a positive number below every double: ru gives the smallest subnormal.
+  expect_lines("encode --format e4m3 --rounding ru -- 1e-400 -1e-400", {"0x01", "0x80"});
+  expect_lines("encode --format e4m3 --rounding rd -- 1e-400 -1e-400", {"0x00", "0x81"});
+  // 1e400 is finite: toward zero it gives max finite even under nonsat; Inf only rounding up.
+  expect_lines("encode --format e5m2 --overflow nonsat --rounding rz -- 1e400 -1e400",
+               {"0x7b", "0xfb"});
+  expect_lines("encode --format e5m2 --overflow nonsat --rounding ru -- 1e400 -1e400",
+               {"0x7c", "0xfb"});
   // Stochastic: a seed fixes the result; codes are one of the two neighbours.
   const Run a = run_cli("encode --format e4m3 --rounding sr --seed 5 -- 1.0625 1.0625 1.0625");
   const Run b = run_cli("encode --format e4m3 --rounding sr --seed 5 -- 1.0625 1.0625 1.0625");
@@ -259,7 +272,7 @@ TEST_CASE("every error gives one line on stderr, a non-zero exit and no stdout",
   expect_error("table --format nope", "unknown format 'nope'");
   expect_error("encode --format e4m3 --rounding up -- 1", "unknown rounding 'up'");
   expect_error("encode --format e4m3 --overflow clamp -- 1", "unknown overflow policy 'clamp'");
-  for (const char* bad : {"abc", "1.2.3", "1e", "0x", "''", "1,5", "--1"})
+  for (const char* bad : {"abc", "1.2.3", "1e", "0x", "''", "1,5", "--1", "' 1'", "'1 '"})
     expect_error(fmt::format("encode --format e4m3 -- 1 {}", bad), "value");
   for (const char* bad : {"zz", "-1", "0x", "1.5", "''", "0x1g"})
     expect_error(fmt::format("decode --format e4m3 -- 0x00 {}", bad), "code");

@@ -1,7 +1,9 @@
 // cmd_convert: `fp8sim encode`, `decode` and `table`, the format conversions on the command line.
 #include <fmt/format.h>
 
-#include <cerrno>
+#include <cctype>
+#include <cfenv>
+#include <cmath>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -15,15 +17,50 @@
 namespace fp8sim::cli {
 namespace {
 
+// A value read from text: exactly `lo` when exact, else strictly between `lo` (its neighbour
+// toward zero among doubles, possibly 0 or +-DBL_MAX) and the next double away from zero.
+struct ParsedValue {
+  double lo;
+  bool exact;
+};
+
 // Decimal, hex float (0x1.8p3), inf, -inf, nan; the whole text must be a number.
-double parse_value(const std::string& s) {
+// A decimal need not be a double: parsing it twice, rounded down and up (glibc's strtod
+// honours the rounding mode), brackets it between adjacent doubles, so the value is rounded
+// into the target once, not first to a double (1.0625000000000000000001 is above e4m3's tie
+// at 1.0625; 1e-400 is a positive number; 1e400 is finite, not Inf).
+ParsedValue parse_value(const std::string& s) {
   if (s.empty()) throw std::invalid_argument("empty value");
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(s.c_str(), &end);
-  if (end == s.c_str() || *end != '\0')
-    throw std::invalid_argument(fmt::format("bad value '{}': not a number", s));
-  return v;  // values beyond double's range arrive as +-inf, which encode treats as overflow
+  auto parse = [&](int mode) {
+    std::fesetround(mode);
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    std::fesetround(FE_TONEAREST);
+    if (end == s.c_str() || *end != '\0' || std::isspace(static_cast<unsigned char>(s[0])))
+      throw std::invalid_argument(fmt::format("bad value '{}': not a number", s));
+    return v;
+  };
+  const double down = parse(FE_DOWNWARD), up = parse(FE_UPWARD);
+  if (std::isnan(down) || (down == up && std::signbit(down) == std::signbit(up)))
+    return {down, true};
+  return {std::signbit(down) ? up : down, false};  // the bracket's end nearer zero
+}
+
+// Encodes a parsed value: exact ones through encode(), the others as their neighbour toward
+// zero plus a sticky bit, through round_to_format.
+std::uint32_t encode_value(const ParsedValue& v, const FormatSpec& f, const RoundingSpec& r,
+                           std::uint64_t random) {
+  if (v.exact) return encode(v.lo, f, r, random);
+  Unrounded u;
+  u.negative = std::signbit(v.lo);
+  u.sticky = true;
+  if (v.lo != 0.0) {
+    int e = 0;
+    const double m = std::frexp(std::fabs(v.lo), &e);  // |lo| = m * 2^e, m in [0.5, 1)
+    u.significand = static_cast<std::uint64_t>(std::ldexp(m, 53));
+    u.exponent = e - 53;
+  }
+  return round_to_format(u, f, r, random);
 }
 
 std::uint32_t parse_code(const FormatSpec& f, const std::string& s) {
@@ -72,8 +109,8 @@ void add_convert_commands(CLI::App& app) {
     validate(r);
     std::string out;
     for (std::size_t i = 0; i < args->items.size(); ++i) {
-      const double v = parse_value(args->items[i]);
-      const std::uint32_t code = encode(v, f, r, random_u64(args->seed, /*stream=*/0, i));
+      const ParsedValue v = parse_value(args->items[i]);
+      const std::uint32_t code = encode_value(v, f, r, random_u64(args->seed, /*stream=*/0, i));
       out += format_code(f, code) + "\n";
     }
     fmt::print("{}", out);
