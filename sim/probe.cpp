@@ -177,11 +177,15 @@ void Prober::find_group() {
     }
     if (survived == 0) continue;  // s never survived: subnormals flushed? try a normal s
     // Beyond a promotion boundary -P may sit in another chunk than +P; check two steps.
+    std::string kept;  // the surviving i+1, for the error message
+    for (int i = 1, n = 0; i <= o_.max_group && n < 24; ++i)
+      if (out[i - 1] == s) kept += fmt::format("{}{}", n++ ? "," : "", i + 1);
     for (int i = 1; i <= o_.max_group && i + 1 <= std::max(2 * g, 4); ++i)
       if ((out[i - 1] == s) != ((i + 1) % g == 0))
         throw std::runtime_error(fmt::format(
-            "probe: group vector i={} disagrees with steps of {} (s=2^{} {})", i, g, k_s,
-            out[i - 1] == s ? "survived" : "was cut"));
+            "probe: group vector i={} disagrees with steps of {} (s=2^{} {}; s survived at "
+            "i+1 = {}): the steps are not consecutive runs of K",
+            i, g, k_s, out[i - 1] == s ? "survived" : "was cut", kept));
     r_.group = g;
     note(fmt::format("group {}: +2^{} at k=0, -2^{} at k=i, 2^{} at k=i+1 (i=1..{}): the small "
                      "term survives exactly when i+1 is a multiple of {}",
@@ -378,16 +382,35 @@ void Prober::find_out_bits() {
     }
   }
   const auto out = eval(rows);
-  int lo = 1, hi = kUnbounded;
+  // Bounds from the product sums (rows without c) and from c + product, kept apart: a kernel
+  // that adds c outside the accumulator (a library epilogue) shows a wider c adder.
+  int lo = 1, hi = kUnbounded, c_lo = 1, c_hi = kUnbounded;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const int bits = span_bits(want[i]);
-    if (out[i] == want[i]) lo = std::max(lo, bits);
-    else hi = std::min(hi, bits - 1);
+    const bool with_c = rows[i].c != 0.0;
+    int& l = with_c ? c_lo : lo;
+    int& h = with_c ? c_hi : hi;
+    if (out[i] == want[i]) l = std::max(l, bits);
+    else h = std::min(h, bits - 1);
   }
-  if (lo > hi)
+  if (lo > hi || c_lo > c_hi)
     throw std::runtime_error(fmt::format(
-        "probe: output-width vectors disagree (a {}-bit sum survived, a {}-bit sum did not)", lo,
-        hi + 1));
+        "probe: output-width vectors disagree (a {}-bit sum survived, a {}-bit sum did not)",
+        lo > hi ? lo : c_lo, (lo > hi ? hi : c_hi) + 1));
+  if (std::max(lo, c_lo) > std::min(hi, c_hi)) {
+    // Products round to `lo` bits, c + product keeps more: c is added after the rounding,
+    // in a wider adder (e.g. cuBLASLt's fp32 epilogue D = acc + C).
+    r_.c_added_after = true;
+    r_.c_joins = false;
+    r_.c_adder_bits = c_lo;
+    note(fmt::format("c add: product sums keep {}..{} bits but c + product keeps {}..{}: c is "
+                     "added after the accumulator's rounding, in a {}-bit adder",
+                     lo, hi == kUnbounded ? std::string("inf") : std::to_string(hi), c_lo,
+                     c_hi == kUnbounded ? std::string("inf") : std::to_string(c_hi), c_lo));
+  } else {
+    lo = std::max(lo, c_lo);
+    hi = std::min(hi, c_hi);
+  }
   out_lo_ = lo;
   out_hi_ = hi;
   r_.out_bits_identified = lo == hi;
@@ -409,7 +432,7 @@ void Prober::find_out_bits() {
 // 4b. c = -big, products big + x whose sum needs one bit more than the output: x survives
 //     iff c is added before the output rounding (exactly), not after it (B200).
 void Prober::find_c_added_after() {
-  if (r_.c_joins) return;
+  if (r_.c_joins || r_.c_added_after) return;
   if (!r_.out_bits_identified) {
     note("c exact: output width unknown, so c after the rounding cannot be told apart (assumed "
          "before)");
@@ -598,7 +621,8 @@ AccumulatorSpec ProbeReport::as_model() const {
 }
 
 std::string ProbeReport::describe() const {
-  return fmt::format("{} promote_every={}{}{}", fp8sim::describe(as_model()), promote_every,
+  return fmt::format("{} promote_every={}{}{}{}", fp8sim::describe(as_model()), promote_every,
+                     c_adder_bits > 0 ? fmt::format(" c_adder_bits={}", c_adder_bits) : "",
                      out_bits_identified ? "" : " (out bits not identified)",
                      output_rounding_identified ? "" : " (outround not identified)");
 }

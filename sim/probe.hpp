@@ -66,6 +66,9 @@ struct ProbeReport {
 
   // Beyond the fixed interface:
   bool c_added_after = false;             // c added after the output rounding (B200)
+  int c_adder_bits = 0;                   // > 0: c is added after, in an adder of these bits
+                                          // wider than the output (a library epilogue);
+                                          // as_model() cannot express it
   int out_max_exponent = 127;             // 15: the output overflows like fp16
   bool out_bits_identified = false;       // false: out_bits only bounded (lower bound kept)
   bool output_rounding_identified = false;

@@ -216,3 +216,24 @@ TEST_CASE("probe pads K for kernels with a K granule", "[unit]") {
   const ProbeReport r = probe(strict, o);
   CHECK(compare_fields(m, 128, r) == "");
 }
+
+TEST_CASE("probe tells a library epilogue's fp32 c from the accumulator's", "[unit]") {
+  // D = fp32(acc(products)) + c, as cuBLASLt's beta = 1 epilogue: products round to 14 bits,
+  // c + product keeps 24.
+  const AccumulatorSpec m = accumulator_by_name("hopper-wgmma");
+  const DotKernel epilogue = [&](const DotBatch& b) {
+    DotBatch no_c = b;
+    no_c.c.clear();
+    auto d = model_kernel(m, 0)(no_c);
+    for (int t = 0; t < b.T && !b.c.empty(); ++t) d[t] = d[t] + b.c[t];
+    return d;
+  };
+  const ProbeReport r = probe(epilogue);
+  INFO(fmt::format("evidence:\n  {}", fmt::join(r.evidence, "\n  ")));
+  CHECK(r.group == 32);
+  CHECK(r.frac_bits == 13);
+  CHECK(r.out_bits == 14);
+  CHECK(r.output_rounding == Rounding::rz);
+  CHECK(r.c_added_after);
+  CHECK(r.c_adder_bits == 24);
+}
