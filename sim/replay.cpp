@@ -247,7 +247,9 @@ bool ReplayReport::all_match() const {
   return true;
 }
 
-ReplayReport replay(const std::string& dir, const ReplayOptions& opts) {
+ReplayReport replay(const std::string& dir_arg, const ReplayOptions& opts) {
+  std::string dir = dir_arg;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   const Where top{dir + "/manifest.json", ""};
   std::ifstream in(top.manifest);
   if (!in) top.fail("cannot open (not a capture folder?)");
