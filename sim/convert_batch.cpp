@@ -7,8 +7,10 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <stdexcept>
+#include <string_view>
 
 #include "parallel.hpp"
 
@@ -163,9 +165,14 @@ template <Rounding R>
 }
 #endif
 
+// FP8SIM_ISA=generic in the environment forces the portable loop (tests run both builds).
 bool cpu_has_avx2() {
 #ifdef FP8SIM_HAVE_AVX2_CLONE
-  static const bool has = __builtin_cpu_supports("avx2");
+  static const bool has = [] {
+    const char* isa = std::getenv("FP8SIM_ISA");
+    if (isa && std::string_view(isa) == "generic") return false;
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
   return has;
 #else
   return false;

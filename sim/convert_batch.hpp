@@ -27,7 +27,8 @@ namespace fp8sim {
 void encode_batch(const FormatSpec& f, const RoundingSpec& r, std::span<const float> x,
                   std::span<std::uint8_t> out, int threads = 1);
 
-// Which build of the loop encode_batch runs on this CPU: "avx2" or "generic".
+// Which build of the loop encode_batch runs on this CPU: "avx2" or "generic" (forced by the
+// environment variable FP8SIM_ISA=generic).
 const char* encode_batch_isa();
 
 }  // namespace fp8sim

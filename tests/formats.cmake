@@ -34,3 +34,7 @@ else()
   message(STATUS "fp8sim: no Python: test_format_mldtypes is not registered")
 endif()
 fp8sim_add_test(test_format_batch SOURCES test_format_batch.cpp LABELS "unit;differential" TIMEOUT 300)
+# The same comparison on the portable (non-AVX2) build of the loop.
+add_test(NAME test_format_batch_generic COMMAND test_format_batch)
+set_tests_properties(test_format_batch_generic PROPERTIES LABELS "unit;differential" TIMEOUT 300
+  ENVIRONMENT "FP8SIM_ISA=generic")
