@@ -161,7 +161,9 @@ class Prober {
 //    below P's grid for any frac_bits < e_P - e_s; the group is the gcd of the surviving i+1.
 void Prober::find_group() {
   const double p = std::ldexp(1.0, e_p_);
-  for (int k_s : {k_min_sub_, k_min_norm_}) {
+  // The smallest product first; a normal one if subnormals are flushed; 2^-14 if the output
+  // cannot hold smaller values (fp16).
+  for (int k_s : {k_min_sub_, k_min_norm_, std::max(k_min_norm_, -14)}) {
     const double s = std::ldexp(1.0, k_s);
     std::vector<Row> rows;
     for (int i = 1; i <= o_.max_group; ++i)

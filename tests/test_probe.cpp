@@ -125,8 +125,9 @@ std::string compare_fields(const AccumulatorSpec& m, int promote_every, const Pr
                      m.name, promote_every, r.describe(), describe(m), promote_every, bad);
 }
 
-void check_model(const AccumulatorSpec& m, int promote_every, bool behaviour = true) {
-  const ProbeReport r = probe(model_kernel(m, promote_every));
+void check_model(const AccumulatorSpec& m, int promote_every, bool behaviour = true,
+                 const ProbeOptions& o = {}) {
+  const ProbeReport r = probe(model_kernel(m, promote_every), o);
   const std::string fields = compare_fields(m, promote_every, r);
   INFO(fmt::format("evidence:\n  {}", fmt::join(r.evidence, "\n  ")));
   if (!fields.empty()) FAIL(fields);
@@ -142,6 +143,13 @@ TEST_CASE("probe recovers every non-exact preset", "[unit]") {
   for (const char* name :
        {"hopper-wgmma", "hopper-wgmma-f16", "ada-fp8", "ada-fp8-f16", "blackwell-fp8", "fp32"}) {
     SECTION(name) { check_model(accumulator_by_name(name), 0); }
+  }
+  ProbeOptions e5m2;
+  e5m2.format = format_by_name("e5m2");
+  for (const char* name : {"hopper-wgmma", "hopper-wgmma-f16", "blackwell-fp8", "fp32"}) {
+    SECTION(fmt::format("{} with e5m2 operands", name)) {
+      check_model(accumulator_by_name(name), 0, true, e5m2);
+    }
   }
 }
 
