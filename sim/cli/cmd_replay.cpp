@@ -40,9 +40,10 @@ void run_replay(const ReplayArgs& g) {
     fmt::print("{}\n", format_case(c));
     bad += c.ok() ? 0 : 1;
   }
-  fmt::print("replay: {} of {} cases match (got = capture, want = model{})\n",
+  fmt::print("replay: {} of {} cases match (got = capture, want = model{}{})\n",
              r.cases.size() - bad, r.cases.size(),
-             g.model.empty() ? "" : fmt::format(" {}", g.model));
+             g.model.empty() ? "" : fmt::format(" {}", g.model),
+             g.promote_every < 0 ? "" : fmt::format(", promote every {}", g.promote_every));
   if (!g.json.empty()) {
     std::ofstream out(g.json);
     out << replay_json(r);
