@@ -16,12 +16,17 @@
 //      added before the output rounding (else c is added after it, as on B200).
 //   5. output bits: big + x for many spans (one product, g-1 large products, c + product);
 //      x survives iff the span fits the output: each try bounds out_bits from one side.
+//      When product sums keep fewer bits than c + product, c is added after the rounding in
+//      a wider adder (a library epilogue such as cuBLASLt's D = acc + C): c_adder_bits.
 //      Output rounding from big + {1/4, 1/2, 3/4} ulp, and -(big + 1/4 ulp).
 //      Output range: two products of 2^15 in one step give Inf when the output is fp16-like.
 //   6. promotion: P at k=0 and x = 2^(e_P - 23) at k=j (a multiple of the group): a limited
 //      accumulator loses x, an FP32 main accumulator keeps it, so x survives iff k=j lies in
 //      a later chunk than P; the smallest such j is the interval.
 // Each inference appends one evidence line: the vector, what came back, what it means.
+// Assumes steps are consecutive runs of K starting at k=0 (true of wgmma and cuBLASLt on
+// H100); a kernel whose steps interleave K (mma.sync on sm_90) fails the group check with a
+// message listing where the small term survived.
 #pragma once
 
 #include <cstdint>
