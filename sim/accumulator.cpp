@@ -68,6 +68,32 @@ const std::vector<AccumulatorSpec>& accumulator_presets() {
         m.c_added_after = true;
         return m;
       }(),
+      [] {
+        AccumulatorSpec m = make(
+            "hopper-mma-sync", 16, 25, Rounding::rz, true, "fp32", Rounding::rz, false,
+            "H100 FP8 mma.sync m16n8k32, FP32 accumulate: on sm_90 FP8 is unpacked to FP16 "
+            "(SASS F2FP.F16.E4M3.UNPACK_B) and each k32 is two chained HMMA.16816.F32 from "
+            "zero over interleaved K (k mod 4 in {0,1}, then {2,3}), 16 products each, 25 "
+            "fraction bits cut toward zero, fp32 output cut toward zero, then FADD into C; "
+            "measured with fp8sim-hw (2026-11-23, tests/data/hw): 3 of 4 input type pairs "
+            "bit-exact, e5m2 x e4m3 21498/21504");
+        m.c_added_after = true;
+        m.block = 32;
+        m.interleave = true;
+        return m;
+      }(),
+      [] {
+        AccumulatorSpec m = make(
+            "hopper-mma-sync-f16", 16, 25, Rounding::rz, true, "fp16", Rounding::rne, false,
+            "H100/H200 FP8 mma.sync m16n8k32, FP16 accumulate: as hopper-mma-sync with each "
+            "HMMA.16816.F16 step rounded to fp16 (nearest even) and the k32 result added to "
+            "the fp16 C with one fp16 add (MMA-Sim's Hopper HMMA parameters); fitted: "
+            "reproduces all 20000 H100/H200 FP8 d_fp16 rows of the public validation data");
+        m.c_added_after = true;
+        m.block = 32;
+        m.interleave = true;
+        return m;
+      }(),
       make("fp32", 1, 0, Rounding::rne, true, "fp32", Rounding::rne, true,
            "IEEE single precision: one product added per step, rounded to nearest even "
            "(products of FP8 values are exact in fp32, so this is also fmaf)"),
@@ -89,6 +115,12 @@ void validate(const AccumulatorSpec& m) {
   if (m.output_rounding == Rounding::sr)
     throw std::invalid_argument(
         fmt::format("model '{}': stochastic output rounding is not modelled", m.name));
+  if (m.block != 0 && (m.group < 1 || m.block % m.group != 0 || m.block < 0))
+    throw std::invalid_argument(fmt::format(
+        "model '{}': block {} must be a multiple of the group {}", m.name, m.block, m.group));
+  if (m.interleave && (m.block != 2 * m.group || m.group % 2 != 0))
+    throw std::invalid_argument(fmt::format(
+        "model '{}': interleave needs block = 2 x group (an even group)", m.name));
   validate(m.output);
   if (!has_inf(m.output))
     throw std::invalid_argument(
@@ -100,10 +132,12 @@ std::string describe(const AccumulatorSpec& m) {
   const std::string group = m.group == 0 ? "all" : std::to_string(m.group);
   const std::string frac = m.exact ? "exact" : std::to_string(m.frac_bits);
   const char* c = m.c_added_after ? "add" : m.c_joins_alignment ? "join" : "exact";
-  return fmt::format("group={} frac={} cut={} c={} renorm={} out={} outround={}", group, frac,
+  const std::string block =
+      m.block == 0 ? "" : fmt::format(" block={} interleave={}", m.block, m.interleave ? 1 : 0);
+  return fmt::format("group={} frac={} cut={} c={} renorm={} out={} outround={}{}", group, frac,
                      to_string(m.term_cut), c,
                      m.renormalise_products ? 1 : 0, m.output.name,
-                     to_string(m.output_rounding));
+                     to_string(m.output_rounding), block);
 }
 
 AccumulatorSpec accumulator_by_name(std::string_view name) {
@@ -165,11 +199,16 @@ AccumulatorSpec accumulator_by_name(std::string_view name) {
             fmt::format("model '{}': c must be join, exact or add", name));
       m.c_joins_alignment = v == "join";
       m.c_added_after = v == "add";
+    } else if (key == "block") {
+      m.block = to_int(key, v);
+    } else if (key == "interleave") {
+      m.interleave = to_int(key, v) != 0;
     } else if (key == "renorm") {
       m.renormalise_products = to_int(key, v) != 0;
     } else {
       throw std::invalid_argument(fmt::format(
-          "model '{}': unknown key '{}' (group, frac, out, outfmt, cut, outround, c, renorm)",
+          "model '{}': unknown key '{}' (group, frac, out, outfmt, cut, outround, c, renorm, "
+          "block, interleave)",
           name, key));
     }
   }
@@ -351,10 +390,47 @@ double fused_step(const AccumulatorSpec& m, const double* a, const double* b, in
   return fused_step_exponents(m, a, ea.data(), b, eb.data(), n, c);
 }
 
+int step_products(const AccumulatorSpec& m) { return m.block ? m.block : m.group; }
+
+double fused_block(const AccumulatorSpec& m, const double* a, const int* ea, const double* b,
+                   const int* eb, int n, double c) {
+  if (m.block == 0) return fused_step_exponents(m, a, ea, b, eb, n, c);
+  // 1. The block's element order: k mod 4 in {0,1} first, then {2,3}, when interleaved.
+  std::vector<int> order;
+  for (int pass = 0; pass < (m.interleave ? 2 : 1); ++pass)
+    for (int k = 0; k < n; ++k)
+      if (!m.interleave || ((k % 4) < 2) == (pass == 0)) order.push_back(k);
+  std::vector<double> pa(n), pb(n);
+  std::vector<int> pea(n), peb(n);
+  for (int i = 0; i < n; ++i) {
+    pa[i] = a[order[i]], pb[i] = b[order[i]], pea[i] = ea[order[i]], peb[i] = eb[order[i]];
+  }
+  // 2. Chained steps from zero, c joining each (the previous step's output).
+  AccumulatorSpec step = m;
+  step.block = 0;
+  step.interleave = false;
+  step.c_added_after = false;
+  step.c_joins_alignment = true;
+  double s = 0.0;
+  for (int i = 0; i < n; i += m.group)
+    s = fused_step_exponents(step, pa.data() + i, pea.data() + i, pb.data() + i, peb.data() + i,
+                             std::min(m.group, n - i), s);
+  // 3. The block's result enters c with one IEEE add.
+  return add_c_after(m, s, c);
+}
+
 double chained_dot(const AccumulatorSpec& m, const double* a, const double* b, int k, double c) {
-  const int g = m.group == 0 ? k : m.group;
+  const int g = m.group == 0 ? k : step_products(m);
   double acc = c;
-  for (int i = 0; i < k; i += g) acc = fused_step(m, a + i, b + i, std::min(g, k - i), acc);
+  for (int i = 0; i < k; i += g) {
+    const int n = std::min(g, k - i);
+    std::vector<int> ea(n), eb(n);
+    for (int j = 0; j < n; ++j) {
+      ea[j] = a[i + j] == 0.0 || !std::isfinite(a[i + j]) ? 0 : exponent_of(a[i + j]);
+      eb[j] = b[i + j] == 0.0 || !std::isfinite(b[i + j]) ? 0 : exponent_of(b[i + j]);
+    }
+    acc = fused_block(m, a + i, ea.data(), b + i, eb.data(), n, acc);
+  }
   return acc;
 }
 

@@ -27,6 +27,13 @@ struct AccumulatorSpec {
   bool c_added_after = false;        // c enters after the products' sum is rounded to the
                                      // output: one IEEE add, round to nearest even (B200);
                                      // c_joins_alignment is then ignored
+  int block = 0;               // products per instruction when it is several chained steps
+                               // (sm_90 mma.sync: 32 = two 16-product steps): the steps start
+                               // from 0 and their result enters c as with c_added_after;
+                               // 0: one step per instruction
+  bool interleave = false;     // within each block, the first step takes the elements with
+                               // k mod 4 in {0,1}, the second those in {2,3} (FP8 unpacked to
+                               // FP16 pairs on sm_90)
   bool renormalise_products = false; // false: a product's exponent is e_a+e_b (significand
                                      // in [1,4)); true: exponent of the exact product
   FormatSpec output;           // output grid (e8m13: 14 significant bits in an fp32 container)
@@ -36,11 +43,12 @@ struct AccumulatorSpec {
 };
 
 // Every preset, in the order `fp8sim models` lists them:
-// hopper-wgmma, hopper-wgmma-f16, ada-fp8, ada-fp8-f16, blackwell-fp8, fp32, exact.
+// hopper-wgmma, hopper-wgmma-f16, ada-fp8, ada-fp8-f16, blackwell-fp8, hopper-mma-sync,
+// hopper-mma-sync-f16, fp32, exact.
 const std::vector<AccumulatorSpec>& accumulator_presets();
 
 // A preset by name, or a custom model: "custom:group=32,frac=13,out=14,cut=rz" with optional
-// keys outround=rz|rne|..., c=join|exact|add, renorm=0|1, outfmt=<format> (overrides out=).
+// keys outround=rz|rne|..., c=join|exact|add, renorm=0|1, block=N, interleave=0|1, outfmt=<format> (overrides out=).
 // `out=B` means B significant bits in an fp32 container (format e8m(B-1)).
 // Throws std::invalid_argument naming the bad key or value.
 AccumulatorSpec accumulator_by_name(std::string_view name);
@@ -73,6 +81,14 @@ Unrounded unrounded_from_int(__int128 s, int grid);
 // The step's c entry for models with c_added_after: r (the rounded product sum, a value of
 // m.output) plus c in one IEEE add into m.output, rounded to nearest even.
 double add_c_after(const AccumulatorSpec& m, double r, double c);
+
+// Products one instruction consumes: m.block, or m.group when the model has no block.
+int step_products(const AccumulatorSpec& m);
+
+// One instruction of a model with a block (m.block > 0): its steps from zero in the block's
+// element order, then added into c (add_c_after). Without a block: fused_step_exponents.
+double fused_block(const AccumulatorSpec& m, const double* a, const int* ea, const double* b,
+                   const int* eb, int n, double c);
 
 // A dot product along K: steps of m.group products, c entering the first step.
 double chained_dot(const AccumulatorSpec& m, const double* a, const double* b, int k, double c);

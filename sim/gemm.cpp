@@ -98,7 +98,7 @@ void validate(const GemmSpec& s, int M, int N, int K) {
   if (!is_output_type(s.out_type))
     throw std::invalid_argument(
         fmt::format("output type {} is not f32, bf16 or f16", s.out_type.name));
-  const int g = s.model.group;
+  const int g = step_products(s.model);
   if (g > 0 && K % g != 0)
     throw std::invalid_argument(fmt::format(
         "K = {} is not a multiple of model {}'s group of {} products", K, s.model.name, g));
@@ -286,7 +286,7 @@ class Engine {
   [[gnu::target_clones("avx2", "default")]] float dot(const float* a, const std::int16_t* ea, const float* b, const std::int16_t* eb,
             int K, bool special, float c, const ScaleRows& sc) const {
     const int chunk = s_.promote_every == 0 ? K : s_.promote_every;
-    const int g = m_.group == 0 ? chunk : m_.group;
+    const int g = m_.group == 0 ? chunk : step_products(m_);
     float main = 0.0f;
     for (int k0 = 0; k0 < K; k0 += chunk) {
       const int kend = std::min(K, k0 + chunk);
@@ -322,6 +322,7 @@ class Engine {
 
   [[gnu::always_inline]] double step(const float* a, const std::int16_t* ea, const float* b, const std::int16_t* eb,
               int n, double c, bool special) const {
+    if (m_.block != 0) return reference_step(a, ea, b, eb, n, c);  // fused_block
     if (m_.c_added_after && !special && std::isfinite(c)) {
       const double r = fused(a, ea, b, eb, n, 0.0, false);
       if (fp32_output_) return static_cast<float>(r) + static_cast<float>(c);
@@ -351,7 +352,7 @@ class Engine {
     bv.assign(b, b + n);
     eav.assign(ea, ea + n);
     ebv.assign(eb, eb + n);
-    return fused_step_exponents(m_, av.data(), eav.data(), bv.data(), ebv.data(), n, c);
+    return fused_block(m_, av.data(), eav.data(), bv.data(), ebv.data(), n, c);
   }
 
   // Steps 3-4 of fused_step_exponents with products held in V and terms summed in I.

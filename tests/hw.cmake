@@ -3,11 +3,11 @@
 fp8sim_add_test(test_hw_captures SOURCES test_hw_captures.cpp LABELS golden TIMEOUT 300
   LIBS nlohmann_json::nlohmann_json)
 
-# `fp8sim replay` on every capture set whose manifest names a model (the mma.sync set and the
-# f16 e5m2 subnormal set have none: no preset reproduces them; test_hw_captures covers mma.sync).
+# `fp8sim replay` on every capture set whose manifest names a model (the f16 e5m2 subnormal
+# set has none: no preset reproduces it).
 foreach(set wgmma_f32_e4m3 wgmma_f32_e5m2 wgmma_f32_e4m3_e5m2 wgmma_f32_p128_block
             wgmma_f32_p128_block_e5m2 wgmma_f16_e4m3 wgmma_f16_e5m2 cublaslt_default
-            cublaslt_fastaccum)
+            cublaslt_fastaccum mma_sync_e4m3)
   add_test(NAME hw_replay_${set}
     COMMAND fp8sim replay --captures ${CMAKE_CURRENT_SOURCE_DIR}/data/hw/${set})
   set_tests_properties(hw_replay_${set} PROPERTIES LABELS golden TIMEOUT 300)

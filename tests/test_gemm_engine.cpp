@@ -1,6 +1,6 @@
 // test_gemm_engine: the fast GEMM engine against plain references.
 //
-// 1. Differential: gemm() equals a plain loop over fused_step_exponents (the reference step),
+// 1. Differential: gemm() equals a plain loop over fused_block (the reference step),
 //    FP32 promotion and scales written out in the test, for a grid of models, formats,
 //    promotion intervals, scalings, C and special values. Seeds printed; FP8SIM_SEED overrides.
 // 2. The exact model equals exact_gemm (Boost.Multiprecision) on random and adversarial input;
@@ -47,13 +47,13 @@ std::vector<std::uint32_t> random_codes(const FormatSpec& f, std::size_t n, std:
   return out;
 }
 
-// Plain GEMM reference: fused_step_exponents along K, chunks promoted into an FP32 sum.
+// Plain GEMM reference: fused_block along K, chunks promoted into an FP32 sum.
 std::vector<float> reference_gemm(const GemmSpec& s, const Operand& A, const Operand& B,
                                   const std::vector<float>& C, const std::vector<float>& sa,
                                   const std::vector<float>& sb) {
   const int M = A.rows, N = B.rows, K = A.cols;
   const int chunk = s.promote_every ? s.promote_every : K;
-  const int g = s.model.group ? s.model.group : chunk;
+  const int g = s.model.group ? step_products(s.model) : chunk;
   const ScaleShapes sh = scale_shapes(s, M, N, K);
   const int bs = s.scaling == Scaling::block ? s.block : s.scaling == Scaling::mx ? 32 : 0;
   std::vector<float> D(std::size_t(M) * N);
@@ -77,7 +77,7 @@ std::vector<float> reference_gemm(const GemmSpec& s, const Operand& A, const Ope
             ea[i] = A.exponent[m * K + k + i];
             eb[i] = B.exponent[n * K + k + i];
           }
-          acc = fused_step_exponents(s.model, a.data(), ea.data(), b.data(), eb.data(), len, acc);
+          acc = fused_block(s.model, a.data(), ea.data(), b.data(), eb.data(), len, acc);
         }
         const float part = static_cast<float>(acc);
         if (s.scaling == Scaling::none) {
@@ -142,7 +142,9 @@ TEST_CASE("engine equals the reference step over a grid of models", "[unit][diff
                             "custom:c=exact", "custom:c=add", "custom:renorm=1",
                             "custom:renorm=1,cut=rne,frac=20", "custom:outfmt=fp16,outround=rz",
                             "custom:outfmt=bf16,outround=rne", "custom:group=32,frac=exact,c=add",
-                            "custom:group=8,frac=exact,out=24,outround=rz"})
+                            "custom:group=8,frac=exact,out=24,outround=rz",
+                            "custom:group=8,block=16,c=add,frac=20",
+                            "custom:group=4,block=8,interleave=1,c=add,outfmt=fp16,outround=rne"})
     models.push_back(extra);
 
   const int M = 3, N = 4, K = 128;
@@ -151,7 +153,7 @@ TEST_CASE("engine equals the reference step over a grid of models", "[unit][diff
     GemmSpec s;
     s.model = accumulator_by_name(name);
     s.out_type = format_by_name("fp32");
-    const int g = s.model.group ? s.model.group : 1;
+    const int g = s.model.group ? step_products(s.model) : 1;
     for (const char* fa : {"e4m3", "e5m2"}) {
       const Operand A = random_operand(format_by_name(fa), M, K, stream++);
       const Operand B = random_operand(format_by_name("e5m2"), N, K, stream++);
@@ -172,8 +174,8 @@ TEST_CASE("engine equals the reference step over a grid of models", "[unit][diff
 TEST_CASE("engine handles specials, wide formats and every scaling", "[unit][differential]") {
   const int M = 4, N = 5, K = 256;
   std::uint64_t stream = 5000;
-  for (const char* model : {"hopper-wgmma", "hopper-wgmma-f16", "ada-fp8", "blackwell-fp8", "fp32",
-                            "exact"}) {
+  for (const char* model : {"hopper-wgmma", "hopper-wgmma-f16", "ada-fp8", "blackwell-fp8",
+                            "hopper-mma-sync", "hopper-mma-sync-f16", "fp32", "exact"}) {
     GemmSpec s;
     s.model = accumulator_by_name(model);
     s.out_type = format_by_name("fp32");
@@ -198,7 +200,7 @@ TEST_CASE("engine handles specials, wide formats and every scaling", "[unit][dif
           s.block = 64;
           s.out_type = format_by_name(out);
           s.promote_every = sc == Scaling::mx ? 32 : 64;
-          if (s.model.group > 32 && sc == Scaling::mx) continue;
+          if (step_products(s.model) > 32 && sc == Scaling::mx) continue;
           if (s.model.group == 0) s.promote_every = sc == Scaling::mx ? 32 : 64;
           const ScaleShapes sh = scale_shapes(s, M, N, K);
           const auto sa = random_scales(sh.a_rows * sh.a_cols, stream++);
