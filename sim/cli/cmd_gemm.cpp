@@ -144,7 +144,7 @@ void add_gemm_commands(CLI::App& app) {
   auto* models = app.add_subcommand("models", "List the accumulator model presets");
   models->callback([] {
     for (const auto& m : accumulator_presets())
-      fmt::print("{:<17} {}\n{:<17} evidence: {}\n", m.name, describe(m), "", m.evidence);
+      fmt::print("{:<20} {}\n{:<20} evidence: {}\n", m.name, describe(m), "", m.evidence);
   });
 }
 
