@@ -31,6 +31,14 @@ AccumulatorSpec make(std::string name, int group, int frac, Rounding cut, bool c
   return m;
 }
 
+// C enters after the rounded products (c=add); `block` > 0 with two interleaved steps.
+AccumulatorSpec c_added_after(AccumulatorSpec m, int block = 0) {
+  m.c_added_after = true;
+  m.block = block;
+  m.interleave = block != 0;
+  return m;
+}
+
 }  // namespace
 
 // The preset table: the only place hardware parameters live. Each row cites its evidence;
@@ -58,42 +66,27 @@ const std::vector<AccumulatorSpec>& accumulator_presets() {
            "Ada (L40S) FP8 mma, FP16 accumulate: as ada-fp8 with the step rounded to fp16 "
            "(nearest even) and c held in fp16; fitted: reproduces all 10000 Ada FP8 d_fp16 "
            "rows of the public validation data"),
-      [] {
-        AccumulatorSpec m = make(
+      c_added_after(make(
             "blackwell-fp8", 32, 25, Rounding::rz, true, "fp32", Rounding::rz, false,
             "B200 FP8 tcgen05, FP32 accumulate: 32 products summed with 25 fraction bits below "
             "the largest (cut toward zero), rounded toward zero to fp32, then c added with one "
             "IEEE fp32 add (nearest even); fitted: reproduces all 10000 B200 FP8 fp32 rows of "
-            "the public validation data for any frac >= 23 (the data bound it only below)");
-        m.c_added_after = true;
-        return m;
-      }(),
-      [] {
-        AccumulatorSpec m = make(
+            "the public validation data for any frac >= 23 (the data bound it only below)")),
+      c_added_after(make(
             "hopper-mma-sync", 16, 25, Rounding::rz, true, "fp32", Rounding::rz, false,
             "H100 FP8 mma.sync m16n8k32, FP32 accumulate: on sm_90 FP8 is unpacked to FP16 "
             "(SASS F2FP.F16.E4M3.UNPACK_B) and each k32 is two chained HMMA.16816.F32 from "
             "zero over interleaved K (k mod 4 in {0,1}, then {2,3}), 16 products each, 25 "
             "fraction bits cut toward zero, fp32 output cut toward zero, then FADD into C; "
             "measured with fp8sim-hw (2026-11-23, tests/data/hw): 3 of 4 input type pairs "
-            "bit-exact, e5m2 x e4m3 21498/21504");
-        m.c_added_after = true;
-        m.block = 32;
-        m.interleave = true;
-        return m;
-      }(),
-      [] {
-        AccumulatorSpec m = make(
+            "bit-exact, e5m2 x e4m3 21498/21504"), 32),
+      c_added_after(make(
             "hopper-mma-sync-f16", 16, 25, Rounding::rz, true, "fp16", Rounding::rne, false,
             "H100/H200 FP8 mma.sync m16n8k32, FP16 accumulate: as hopper-mma-sync with each "
             "HMMA.16816.F16 step rounded to fp16 (nearest even) and the k32 result added to "
             "the fp16 C with one fp16 add (MMA-Sim's Hopper HMMA parameters); fitted: "
-            "reproduces all 20000 H100/H200 FP8 d_fp16 rows of the public validation data");
-        m.c_added_after = true;
-        m.block = 32;
-        m.interleave = true;
-        return m;
-      }(),
+            "reproduces all 20000 H100/H200 FP8 d_fp16 rows of the public validation data"),
+          32),
       make("fp32", 1, 0, Rounding::rne, true, "fp32", Rounding::rne, true,
            "IEEE single precision: one product added per step, rounded to nearest even "
            "(products of FP8 values are exact in fp32, so this is also fmaf)"),

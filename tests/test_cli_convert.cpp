@@ -5,6 +5,8 @@
 // from the CLI or the library's encode/decode. Printed values are parsed as exact decimals
 // (Boost rationals) so "exact" means exact, not "parses back to the same double".
 #include <catch2/catch.hpp>
+
+#include "cli_runner.hpp"
 #include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,36 +28,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  int status;
-  std::string out, err;
-};
-
-const fs::path& workdir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / fmt::format("fp8sim-cli-convert-{}", ::getpid());
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-Run run_cli(const std::string& args) {
-  const char* cli = std::getenv("FP8SIM_CLI");
-  REQUIRE(cli != nullptr);
-  const fs::path out = workdir() / "stdout.txt", err = workdir() / "stderr.txt";
-  const std::string cmd =
-      fmt::format("'{}' {} > '{}' 2> '{}'", cli, args, out.string(), err.string());
-  const int rc = std::system(cmd.c_str());
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(out), slurp(err)};
-}
+using fp8sim::test::Run;
+using fp8sim::test::run_cli;
+using fp8sim::test::slurp;
+using fp8sim::test::workdir;
 
 std::vector<std::string> lines(const std::string& s) {
   std::vector<std::string> v;

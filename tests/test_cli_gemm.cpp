@@ -4,6 +4,8 @@
 // library's gemm() on the same codes (the CLI must add nothing), and for the exact model from
 // the Boost exact reference.
 #include <catch2/catch.hpp>
+
+#include "cli_runner.hpp"
 #include <fmt/format.h>
 
 #include <bit>
@@ -22,36 +24,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  int status;
-  std::string out, err;
-};
-
-const fs::path& workdir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / fmt::format("fp8sim-cli-gemm-{}", ::getpid());
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-Run run_cli(const std::string& args) {
-  const char* cli = std::getenv("FP8SIM_CLI");
-  REQUIRE(cli != nullptr);
-  const fs::path out = workdir() / "stdout.txt", err = workdir() / "stderr.txt";
-  const std::string cmd = fmt::format("cd '{}' && '{}' {} > '{}' 2> '{}'", workdir().string(), cli,
-                                      args, out.string(), err.string());
-  const int rc = std::system(cmd.c_str());
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(out), slurp(err)};
-}
+using fp8sim::test::Run;
+using fp8sim::test::run_cli;
+using fp8sim::test::slurp;
+using fp8sim::test::workdir;
 
 std::vector<std::uint8_t> random_e4m3(std::size_t n, std::uint64_t stream) {
   std::vector<std::uint8_t> v(n);
