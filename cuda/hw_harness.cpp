@@ -243,33 +243,6 @@ std::vector<float> run_model(const GemmSpec& s, const Case& c) {
   return D;
 }
 
-std::vector<float> mma_sync_sm90_emulation(const Case& c) {
-  GemmSpec s;
-  s.a_format = c.a_format;
-  s.b_format = c.b_format;
-  s.model = accumulator_by_name("custom:group=16,frac=25,cut=rz,out=24,outround=rz,c=join");
-  s.promote_every = 0;
-  s.out_type = format_by_name("fp32");
-  std::vector<float> d(static_cast<std::size_t>(c.M) * c.N), part(d.size());
-  for (std::size_t i = 0; i < d.size(); ++i) d[i] = c.C.empty() ? 0.0f : c.C[i];
-  std::vector<std::uint8_t> a(static_cast<std::size_t>(c.M) * 32), b(static_cast<std::size_t>(c.N) * 32);
-  auto gather = [&](const std::vector<std::uint8_t>& src, std::vector<std::uint8_t>& dst, int rows, int k0) {
-    for (int r = 0; r < rows; ++r) {
-      int j = 0;
-      for (int half = 0; half < 2; ++half)
-        for (int k = 0; k < 32; ++k)
-          if ((k % 4) / 2 == half) dst[static_cast<std::size_t>(r) * 32 + j++] = src[static_cast<std::size_t>(r) * c.K + k0 + k];
-    }
-  };
-  for (int k0 = 0; k0 < c.K; k0 += 32) {
-    gather(c.A, a, c.M, k0);
-    gather(c.B, b, c.N, k0);
-    gemm(s, c.M, c.N, 32, a, b, {}, {}, {}, part);
-    for (std::size_t i = 0; i < d.size(); ++i) d[i] = d[i] + part[i];
-  }
-  return d;
-}
-
 namespace {
 
 cuda::Fp8 fp8_of(const FormatSpec& f) { return f.exponent_bits == 4 ? cuda::Fp8::e4m3 : cuda::Fp8::e5m2; }
@@ -364,8 +337,7 @@ std::vector<Variant> make_variants(int desc_layout) {
     v.a = a, v.b = b;
     v.candidates = mma_cands;
     v.candidate_promote = {0, 32};
-    v.emulation = "SASS structure: permuted k16 HMMA pair (group 16, frac 25, rz, fp32 rz) + FADD into C";
-    v.emulate = mma_sync_sm90_emulation;
+    v.model = "hopper-mma-sync";  // the SASS structure: permuted k16 HMMA pair + FADD into C
     v.run = [](const Case& c) { return run_mma(c); };
     vs.push_back(std::move(v));
   }

@@ -47,10 +47,6 @@ struct Variant {
   std::vector<int> candidate_promote;   // promotion intervals tried with each candidate
   // Runs the case on the GPU: returns D (M x N fp32 values).
   std::function<std::vector<float>(const Case&)> run;
-  // Where no preset models the path but its structure is known (mma.sync: from its SASS),
-  // the expected D computed from that structure; check compares against it.
-  std::string emulation;  // one-line description, "" = none
-  std::function<std::vector<float>(const Case&)> emulate;
   // cuBLASLt only: the case's C added by the library's epilogue (beta = 1), for probe.
   std::function<std::vector<float>(const Case&)> run_epilogue_c;
 };
@@ -66,13 +62,6 @@ GemmSpec variant_spec(const Variant& v, const Case& c, const std::string& model,
 
 // Model output for a case (throws std::invalid_argument when the spec cannot run it).
 std::vector<float> run_model(const GemmSpec& s, const Case& c);
-
-// mma.sync.m16n8k32.row.col.f32.<a>.<b>.f32 on sm_90a as its SASS shows it: per 32-block of K,
-// F2FP.F16.E4M3.UNPACK_B sends the 16 elements with k % 4 in {0, 1} to a first HMMA.16816.F32
-// (from zero) and the other 16 to a second one chained on it; each is a fused step of 16 products
-// (25 fraction bits cut toward zero, c joining, rounded toward zero to fp32); an FADD (nearest
-// even) adds the block into d, which starts at C. Reproduced all 11264 captured H100 outputs.
-std::vector<float> mma_sync_sm90_emulation(const Case& c);
 
 // Bit-for-bit equality with every NaN equal to every NaN.
 bool same_bits(float x, float y);

@@ -2,8 +2,8 @@
 //
 // Every GEMM case whose manifest names a model is recomputed with sim/gemm.hpp and compared
 // bit for bit (outputs and K prefixes); the conversion captures are compared with encode()
-// and decode(); the mma.sync capture (no preset models it) is checked against the structure
-// read from its SASS. Failures print one line: <set>/<case> m n => got <hex> want <hex>.
+// and decode(); the mma.sync capture is also checked against its SASS structure written out
+// with plain 16-product steps (an independent check of the hopper-mma-sync preset). Failures print one line: <set>/<case> m n => got <hex> want <hex>.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
