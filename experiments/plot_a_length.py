@@ -24,6 +24,8 @@ for ax in axes:
     ax.set_xlabel("vector length K (elements)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
+axes[0].set_ylim(-10, 58)  # room above the bands for the legend, clear of the note below
+axes[0].legend(fontsize=7, loc="upper center", ncol=2)
 axes[0].set_ylabel(snr_label("total"))
 axes[0].set_title("vs exact dot product of the unquantised inputs", fontsize=9)
 axes[1].set_ylabel(snr_label("accumulation"))
