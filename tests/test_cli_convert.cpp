@@ -263,5 +263,5 @@ TEST_CASE("every error gives one line on stderr, a non-zero exit and no stdout",
   expect_error("encode --format e2m1 --overflow nonsat -- 100", "saturate");
   expect_error("encode --format e4m3 --rounding sr --sr-bits 0 -- 1", "1..64");
   expect_error("encode --format e4m3", "values");
-  expect_error("frobnicate", "subcommand");  // NOTE: CLI11 does not name the bad word
+  expect_error("frobnicate", "unknown command 'frobnicate'");
 }

@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 
 #include <exception>
+#include <stdexcept>
+#include <string>
 
 #include "commands.hpp"
 
@@ -13,6 +15,15 @@ int main(int argc, char** argv) {
   fp8sim::cli::add_gemm_commands(app);
   fp8sim::cli::add_replay_command(app);
   try {
+    if (argc > 1 && argv[1][0] != '-') {  // name an unknown command (CLI11 only says one is missing)
+      std::string known;
+      bool found = false;
+      for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+        found = found || sub->get_name() == argv[1];
+        known += (known.empty() ? "" : ", ") + sub->get_name();
+      }
+      if (!found) throw std::invalid_argument(fmt::format("unknown command '{}' (known: {})", argv[1], known));
+    }
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
