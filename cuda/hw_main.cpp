@@ -558,6 +558,7 @@ int cmd_capture(const std::string& out, std::uint64_t seed) {
       {"wgmma_f16_e5m2", "wgmma_m64n8k32_f16_e5m2_e5m2", {"random-normal", "nonzero-c", "specials", "k-sweep"}, 512},
       {"wgmma_f16_e5m2_subnormals", "wgmma_m64n8k32_f16_e5m2_e5m2", {"subnormals"}, 512},
       {"mma_sync_e4m3", "mma_m16n8k32_row_col_f32_e4m3_e4m3_f32", base, 512},
+      {"mma_sync_e5m2_e4m3", "mma_m16n8k32_row_col_f32_e5m2_e4m3_f32", {"random-normal", "one-large"}, 512},
       {"cublaslt_default", "cublaslt_e4m3_e4m3_f32_default", {"random-normal", "one-large", "k-sweep"}, 2048},
       {"cublaslt_fastaccum", "cublaslt_e4m3_e4m3_f32_fastaccum", {"random-normal", "one-large", "k-sweep"}, 2048},
   };
@@ -706,7 +707,8 @@ int cmd_probe(const std::vector<std::string>& kernels, const std::string& json_p
   report["kernels"] = json::array();
   const std::vector<std::string> defaults = {
       "wgmma_m64n8k32_f32_e4m3_e4m3", "wgmma_m64n8k32_f16_e4m3_e4m3", "wgmma_m64n8k32_f32_e5m2_e5m2",
-      "mma_m16n8k32_row_col_f32_e4m3_e4m3_f32", "cublaslt_e4m3_e4m3_f32_default",
+      "mma_m16n8k32_row_col_f32_e4m3_e4m3_f32", "mma_m16n8k32_row_col_f32_e5m2_e5m2_f32",
+      "cublaslt_e4m3_e4m3_f32_default",
       "cublaslt_e4m3_e4m3_f32_fastaccum"};
   const auto& want = kernels.empty() ? defaults : kernels;
   int rc = 0;

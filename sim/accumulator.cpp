@@ -340,7 +340,10 @@ double fused_step_exponents(const AccumulatorSpec& m, const double* a, const int
     emax = e > emax ? e : emax;
   }
   if (m.c_joins_alignment && c != 0.0) {
-    const int e = exponent_of(c);
+    // c is a value of the accumulator's register format; a subnormal c aligns on that
+    // format's smallest normal exponent, as a subnormal operand does (measured: H100 wgmma
+    // with an fp16 accumulator, tests/data/hw/wgmma_f16_e5m2_subnormals).
+    const int e = std::max(exponent_of(c), c_min_exponent(m));
     emax = e > emax ? e : emax;
   }
   if (emax == kNone) {  // every product zero, and c zero or outside the alignment
@@ -382,6 +385,8 @@ double fused_step(const AccumulatorSpec& m, const double* a, const double* b, in
   }
   return fused_step_exponents(m, a, ea.data(), b, eb.data(), n, c);
 }
+
+int c_min_exponent(const AccumulatorSpec& m) { return min_normal_exponent(m.output); }
 
 int step_products(const AccumulatorSpec& m) { return m.block ? m.block : m.group; }
 

@@ -82,6 +82,10 @@ Unrounded unrounded_from_int(__int128 s, int grid);
 // m.output) plus c in one IEEE add into m.output, rounded to nearest even.
 double add_c_after(const AccumulatorSpec& m, double r, double c);
 
+// The smallest alignment exponent c takes in a step: the output format's smallest normal
+// exponent (a subnormal c aligns there, as a subnormal operand does).
+int c_min_exponent(const AccumulatorSpec& m);
+
 // Products one instruction consumes: m.block, or m.group when the model has no block.
 int step_products(const AccumulatorSpec& m);
 

@@ -279,6 +279,7 @@ class Engine {
     // C enters the accumulator registers: fp32 for 8-bit-exponent outputs, else the output
     // format itself (an fp16 accumulator holds fp16 C).
     c_register_ = o.exponent_bits == 8 ? format_by_name("fp32") : o;
+    c_min_exponent_ = c_min_exponent(m_);
     fp32_output_ = o == format_by_name("fp32");
   }
 
@@ -371,7 +372,7 @@ class Engine {
       // A nonzero product's exponent is above -300; one with a zero operand is below -600.
       if (emax < Operand::kZeroExponent + 400) emax = INT_MIN / 2;
     }
-    if (c != 0.0) emax = std::max(emax, exponent_of_normal(c));
+    if (c != 0.0) emax = std::max({emax, exponent_of_normal(c), c_min_exponent_});
     if (emax == INT_MIN / 2) return 0.0;  // every product zero and c zero
     const int shift = m_.frac_bits - emax;
     if (shift > max_shift<V>() || shift < -max_shift<V>())
@@ -466,6 +467,7 @@ class Engine {
   int out_drop_ = 0;
   int exact_grid_ = 0;
   FormatSpec c_register_;
+  int c_min_exponent_ = 0;
   bool fp32_output_ = false;
 };
 

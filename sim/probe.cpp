@@ -136,7 +136,14 @@ class Prober {
 
   void note(std::string line) { r_.evidence.push_back(std::move(line)); }
 
+  // Position of the i-th product of the first step (i < group): i itself when steps are
+  // consecutive runs of K, else the i-th element of the measured first step.
+  int at(int i) const { return slot_.empty() ? i : slot_[i]; }
+  // Products one instruction takes: the block when there is one, else the group.
+  int unit() const { return r_.block > 0 ? r_.block : r_.group; }
+
   void find_group();
+  void find_interleaved_steps(int k_s, const std::vector<double>& out, const std::string& kept);
   void find_frac_bits();
   void find_renormalise();
   void find_c_alignment();
@@ -152,6 +159,7 @@ class Prober {
   int e_p_ = 15, k_min_sub_ = 0, k_min_norm_ = 0;
   std::uint8_t zero_code_ = 0;
   std::map<double, std::pair<double, double>> pairs_;
+  std::vector<int> slot_;  // positions of the first step, when not 0..group-1
   int out_lo_ = 1, out_hi_ = kUnbounded;  // out_bits bounds
   int batches_ = 0;
   std::size_t rows_ = 0;
@@ -183,11 +191,10 @@ void Prober::find_group() {
     for (int i = 1, n = 0; i <= o_.max_group && n < 24; ++i)
       if (out[i - 1] == s) kept += fmt::format("{}{}", n++ ? "," : "", i + 1);
     for (int i = 1; i <= o_.max_group && i + 1 <= std::max(2 * g, 4); ++i)
-      if ((out[i - 1] == s) != ((i + 1) % g == 0))
-        throw std::runtime_error(fmt::format(
-            "probe: group vector i={} disagrees with steps of {} (s=2^{} {}; s survived at "
-            "i+1 = {}): the steps are not consecutive runs of K",
-            i, g, k_s, out[i - 1] == s ? "survived" : "was cut", kept));
+      if ((out[i - 1] == s) != ((i + 1) % g == 0)) {
+        find_interleaved_steps(k_s, out, kept);
+        return;
+      }
     r_.group = g;
     note(fmt::format("group {}: +2^{} at k=0, -2^{} at k=i, 2^{} at k=i+1 (i=1..{}): the small "
                      "term survives exactly when i+1 is a multiple of {}",
@@ -197,6 +204,72 @@ void Prober::find_group() {
   throw std::runtime_error(fmt::format(
       "probe: no step boundary seen up to group {} (the small term never survived)",
       o_.max_group));
+}
+
+// 1b. Steps that are not consecutive runs of K (sm_90 mma.sync: two chained steps per block,
+//     over k mod 4 in {0,1} and then {2,3}). With +P at 0 and -P at b, s at z is cut iff z's
+//     step is no later than the later of 0's and b's; once b lies in a later block, every z
+//     of that block is cut (its steps start from zero and P waits in c). Taking b as the
+//     first position outside the last such set gives the chain step 1, step 1 + 2, ... over a
+//     window of two blocks; the block is the first period of K at which s always survives.
+void Prober::find_interleaved_steps(int k_s, const std::vector<double>& out,
+                                    const std::string& kept) {
+  const double p = std::ldexp(1.0, e_p_), s = std::ldexp(1.0, k_s);
+  auto fail = [&](const std::string& why) {
+    return std::runtime_error(fmt::format(
+        "probe: the steps are not consecutive runs of K (s=2^{} survived at i+1 = {}) and {}",
+        k_s, kept, why));
+  };
+  int period = 0;
+  for (int q = 2; q <= o_.max_group / 2 && period == 0; ++q) {
+    bool all = true;
+    for (int j = q; j <= o_.max_group && all; j += q) all = out[j - 2] == s;
+    if (all) period = q;
+  }
+  if (period == 0) throw fail("no period of K after which the small term always survives");
+  const int window = 2 * period;
+  std::vector<std::vector<int>> chain;  // nested sets of positions, each a union of steps
+  std::vector<bool> in(window, false);
+  in[0] = true;
+  for (;;) {
+    const int b = static_cast<int>(std::find(in.begin(), in.end(), false) - in.begin());
+    if (b == window) break;
+    std::vector<Row> rows;
+    std::vector<int> zs;
+    for (int z = 1; z < window; ++z)
+      if (z != b) rows.push_back({{term(0, p), term(b, -p), term(z, s)}, 0.0}), zs.push_back(z);
+    const auto cut = eval(rows, window);
+    std::vector<int> set = {0, b};
+    for (std::size_t i = 0; i < zs.size(); ++i)
+      if (cut[i] != s) set.push_back(zs[i]);
+    std::sort(set.begin(), set.end());
+    for (int z = 0; z < window; ++z)
+      if (in[z] && !std::binary_search(set.begin(), set.end(), z))
+        throw fail(fmt::format("the cut sets of -P at k={} are not nested", b));
+    for (int z : set) in[z] = true;
+    chain.push_back(std::move(set));
+  }
+  // The shape the models know (AccumulatorSpec::block, interleave): step 1, step 2 filling
+  // the first block, then the whole second block as one set.
+  const int g = static_cast<int>(chain[0].size());
+  std::vector<int> interleaved;
+  for (int k = 0; k < 2 * g; ++k)
+    if (k % 4 < 2) interleaved.push_back(k);
+  const bool shape = chain.size() == 3 && 2 * g == period && chain[1].size() == std::size_t(period) &&
+                     chain[1].back() == period - 1 && chain[2].size() == std::size_t(window);
+  if (!shape || chain[0] != interleaved)
+    throw fail(fmt::format("the first step is k = {} (sets of {} positions): no model's step order",
+                           fmt::join(chain[0], ","), chain.size()));
+  r_.group = g;
+  r_.block = period;
+  r_.interleave = true;
+  slot_ = chain[0];
+  note(fmt::format("group {} block {} interleave 1: +2^{} at k=0, -2^{} at k=b, 2^{} at k=z "
+                   "(z < {}): the first step is k = {}{} (k mod 4 in {{0,1}}), the second the "
+                   "rest of k < {}, and k = {}..{} go as one block (2 chained steps per {})",
+                   g, period, e_p_, e_p_, k_s, window,
+                   fmt::join(chain[0].begin(), chain[0].begin() + std::min(g, 6), ","),
+                   g > 6 ? ",..." : "", period, period, window - 1, period));
 }
 
 // 2. frac_bits and the term cut.
@@ -209,7 +282,7 @@ void Prober::find_frac_bits() {
     std::vector<double> s;
     for (int t = 1; e_p_ - t >= k_min_sub_; ++t) {
       s.push_back(std::ldexp(1.0, e_p_ - t));
-      rows.push_back({{term(0, p), term(1, -p), term(2, s.back())}, 0.0});
+      rows.push_back({{term(at(0), p), term(at(1), -p), term(at(2), s.back())}, 0.0});
     }
     const auto out = eval(rows);
     int first_lost = 0;
@@ -261,8 +334,8 @@ void Prober::find_frac_bits() {
   }
   std::vector<Row> rows;
   if (g >= 3) {
-    rows.push_back({{term(0, p), term(1, -p), term(2, q)}, 0.0});
-    rows.push_back({{term(0, -p), term(1, p), term(2, -q)}, 0.0});
+    rows.push_back({{term(at(0), p), term(at(1), -p), term(at(2), q)}, 0.0});
+    rows.push_back({{term(at(0), -p), term(at(1), p), term(at(2), -q)}, 0.0});
   } else {
     rows.push_back({{term(0, -p)}, p + q});
     rows.push_back({{term(0, p)}, -(p + q)});
@@ -298,7 +371,7 @@ void Prober::find_renormalise() {
     note("renorm 0: the vector does not fit the format (assumed)");
     return;
   }
-  std::vector<Row> rows = {{{{0, ha, hb}, {1, -ha, hb}, term(2, s)}, 0.0}};
+  std::vector<Row> rows = {{{{at(0), ha, hb}, {at(1), -ha, hb}, term(at(2), s)}, 0.0}};
   const auto out = eval(rows);
   if (out[0] != s && out[0] != 0)
     throw std::runtime_error(fmt::format("probe: renorm vector gave {}, neither 0 nor 2^{}",
@@ -323,7 +396,7 @@ void Prober::find_c_alignment() {
   }
   const double p = std::ldexp(1.0, e_p_);
   const double c = std::ldexp(1.0, e_p_ - r_.frac_bits - 3);
-  const auto out = eval({{{term(0, p), term(1, -p)}, c}});
+  const auto out = eval({{{term(at(0), p), term(at(1), -p)}, c}});
   if (out[0] != c && out[0] != 0)
     throw std::runtime_error(fmt::format("probe: c vector gave {}, neither 0 nor c = {}",
                                          format_value(out[0]), format_value(c)));
@@ -351,7 +424,7 @@ void Prober::find_out_bits() {
     const double big = std::ldexp(1.0, eb);
     for (int t = 1; eb - t >= k_min_sub_ && (F < 0 || t <= F); ++t) {
       const double x = std::ldexp(1.0, eb - t);
-      add({{term(0, big), term(1, x)}, 0.0}, big + x, "2^Eb + 2^(Eb-t)");
+      add({{term(at(0), big), term(at(1), x)}, 0.0}, big + x, "2^Eb + 2^(Eb-t)");
     }
   }
   // B: g-1 products of the largest significand and x at t below their alignment exponent.
@@ -367,8 +440,8 @@ void Prober::find_out_bits() {
       for (int t = 1; align - t >= k_min_sub_ && (F < 0 || t <= F); ++t) {
         const double x = std::ldexp(1.0, align - t);
         Row row;
-        for (int k = 0; k < m; ++k) row.terms.push_back({k, va, vb});
-        row.terms.push_back(term(m, x));
+        for (int k = 0; k < m; ++k) row.terms.push_back({at(k), va, vb});
+        row.terms.push_back(term(at(m), x));
         add(std::move(row), big + x, fmt::format("{} x largest products + 2^(e-t)", m));
       }
     }
@@ -449,7 +522,7 @@ void Prober::find_c_added_after() {
          "before)");
     return;
   }
-  const auto out = eval({{{term(0, big), term(1, x)}, -big}});
+  const auto out = eval({{{term(at(0), big), term(at(1), x)}, -big}});
   r_.c_added_after = out[0] != x;
   note(fmt::format("c {}: c = -2^{} with products 2^{} + 2^{} (a {}-bit sum) gave {}: c is added "
                    "{} the output rounding",
@@ -490,8 +563,8 @@ void Prober::find_output_rounding() {
       const double frac = i == 3 ? 1 : i + 1;  // quarters
       Row row;
       if (cf.use_c) row.c = sign * big;
-      for (int k = 0; k < cf.copies; ++k) row.terms.push_back(term(k, sign * std::ldexp(1.0, e - L)));
-      row.terms.push_back(term(cf.copies, sign * frac * quarter));
+      for (int k = 0; k < cf.copies; ++k) row.terms.push_back(term(at(k), sign * std::ldexp(1.0, e - L)));
+      row.terms.push_back(term(at(cf.copies), sign * frac * quarter));
       rows.push_back(std::move(row));
     }
     const auto out = eval(rows);
@@ -528,7 +601,7 @@ void Prober::find_output_rounding() {
 void Prober::find_output_range() {
   const double p = std::ldexp(1.0, 15);
   if (e_p_ < 15) return;
-  Row row = r_.group >= 2 ? Row{{term(0, p), term(1, p)}, 0.0} : Row{{term(0, p)}, p};
+  Row row = r_.group >= 2 ? Row{{term(at(0), p), term(at(1), p)}, 0.0} : Row{{term(0, p)}, p};
   const auto out = eval({row});
   if (std::isinf(out[0])) r_.out_max_exponent = 15;
   note(fmt::format("range: 2^15 + 2^15 in one step gave {} ({})", format_value(out[0]),
@@ -539,7 +612,7 @@ void Prober::find_output_range() {
 // 6. P at 0 and x = 2^(e_P - 23) at k=j: x is lost inside a limited accumulator and kept by
 //    an FP32 main accumulator, so it survives iff j lies in a later chunk than P.
 void Prober::find_promotion() {
-  const int g = r_.group, F = r_.frac_bits;
+  const int g = unit(), F = r_.frac_bits;
   const bool lossy = r_.out_bits < 24 || r_.out_max_exponent < 127 || (r_.c_joins && F >= 0 && F < 23);
   if (!lossy) {
     note("promote 0: the accumulator keeps fp32's 24 bits, so promotion is unobservable");
@@ -617,6 +690,7 @@ AccumulatorSpec ProbeReport::as_model() const {
       c_added_after ? "add" : c_joins ? "join" : "exact", renormalise ? 1 : 0);
   if (out_max_exponent == 15)
     spec += bits == 11 ? ",outfmt=fp16" : fmt::format(",outfmt=e5m{}", bits - 1);
+  if (block > 0) spec += fmt::format(",block={},interleave={}", block, interleave ? 1 : 0);
   AccumulatorSpec m = accumulator_by_name(spec);
   m.evidence = "fp8sim probe";
   return m;
@@ -635,7 +709,7 @@ ProbeReport probe(const DotKernel& kernel, const ProbeOptions& opts) {
 
 DotKernel model_kernel(const AccumulatorSpec& model, int promote_every) {
   return [model, promote_every](const DotBatch& batch) {
-    const int g = std::max(model.group, 1);
+    const int g = std::max(step_products(model), 1);
     const int K = (batch.K + g - 1) / g * g;
     std::vector<std::uint8_t> a(std::size_t(batch.T) * K, 0), b(std::size_t(batch.T) * K, 0);
     const std::uint8_t za = static_cast<std::uint8_t>(encode(0.0, batch.a_format));

@@ -24,9 +24,9 @@
 //      accumulator loses x, an FP32 main accumulator keeps it, so x survives iff k=j lies in
 //      a later chunk than P; the smallest such j is the interval.
 // Each inference appends one evidence line: the vector, what came back, what it means.
-// Assumes steps are consecutive runs of K starting at k=0 (true of wgmma and cuBLASLt on
-// H100); a kernel whose steps interleave K (mma.sync on sm_90) fails the group check with a
-// message listing where the small term survived.
+// When the group vector shows steps that are not consecutive runs of K, the steps are read
+// position by position over two blocks (1b, in probe.cpp): sm_90's mma.sync gives group 16,
+// block 32, interleave; any other order is reported in one line as no model's order.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +60,8 @@ struct ProbeOptions {
 
 struct ProbeReport {
   int group = 0;                          // products fused per step
+  int block = 0;                          // > 0: chained steps per instruction (mma.sync)
+  bool interleave = false;                // the block's steps take k mod 4 in {0,1}, {2,3}
   int frac_bits = -1;                     // -1: no cut seen (exact sum) within the tested span
   Rounding term_cut = Rounding::rz;       // rz or rne
   int out_bits = 24;                      // significant bits of the step output
@@ -87,7 +89,8 @@ struct ProbeReport {
 ProbeReport probe(const DotKernel& kernel, const ProbeOptions& opts = {});
 
 // A DotKernel that runs the simulator's engine (batched_dot) for `model` with promotion
-// every `promote_every` products (0 = never); K is padded with zeros to the model's group.
+// every `promote_every` products (0 = never); K is padded with zeros to the model's
+// products per instruction (step_products).
 DotKernel model_kernel(const AccumulatorSpec& model, int promote_every = 0);
 
 }  // namespace fp8sim

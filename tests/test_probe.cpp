@@ -105,6 +105,8 @@ std::string compare_fields(const AccumulatorSpec& m, int promote_every, const Pr
     if (!ok) bad += std::string(bad.empty() ? "" : ", ") + what;
   };
   want(r.group == std::max(m.group, 1), "group");
+  want(r.block == m.block, "block");
+  want(r.interleave == m.interleave, "interleave");
   if (m.exact) {
     want(r.frac_bits == -1, "frac");
   } else {
@@ -141,12 +143,14 @@ void check_model(const AccumulatorSpec& m, int promote_every, bool behaviour = t
 
 TEST_CASE("probe recovers every non-exact preset", "[unit]") {
   for (const char* name :
-       {"hopper-wgmma", "hopper-wgmma-f16", "ada-fp8", "ada-fp8-f16", "blackwell-fp8", "fp32"}) {
+       {"hopper-wgmma", "hopper-wgmma-f16", "ada-fp8", "ada-fp8-f16", "blackwell-fp8",
+        "hopper-mma-sync", "hopper-mma-sync-f16", "fp32"}) {
     SECTION(name) { check_model(accumulator_by_name(name), 0); }
   }
   ProbeOptions e5m2;
   e5m2.format = format_by_name("e5m2");
-  for (const char* name : {"hopper-wgmma", "hopper-wgmma-f16", "blackwell-fp8", "fp32"}) {
+  for (const char* name :
+       {"hopper-wgmma", "hopper-wgmma-f16", "blackwell-fp8", "hopper-mma-sync", "fp32"}) {
     SECTION(fmt::format("{} with e5m2 operands", name)) {
       check_model(accumulator_by_name(name), 0, true, e5m2);
     }
