@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
+#include <climits>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -31,18 +33,26 @@ AccumulatorSpec make(std::string name, int group, int frac, Rounding cut, bool c
   return m;
 }
 
-// C enters after the rounded products (c=add); `block` > 0 with two interleaved steps.
-AccumulatorSpec c_added_after(AccumulatorSpec m, int block = 0) {
+// C enters after the rounded products (c=add).
+AccumulatorSpec c_added_after(AccumulatorSpec m) {
   m.c_added_after = true;
-  m.block = block;
-  m.interleave = block != 0;
+  return m;
+}
+
+// sm_90 mma.sync: FP8 unpacked to fp16, two chained steps over interleaved K per block of
+// 2 x group, the block's result added into C.
+AccumulatorSpec sm90_mma_sync(AccumulatorSpec m) {
+  m = c_added_after(std::move(m));
+  m.block = 2 * m.group;
+  m.interleave = true;
+  m.unpack = format_by_name("fp16");
   return m;
 }
 
 }  // namespace
 
 // The preset table: the only place hardware parameters live. Each row cites its evidence;
-// tests/test_accumulator_hwdata.cpp replays the public measured vectors against the rows.
+// tests/test_gemm_hwdata.cpp replays the public measured vectors against the rows.
 const std::vector<AccumulatorSpec>& accumulator_presets() {
   static const std::vector<AccumulatorSpec> presets = {
       make("hopper-wgmma", 32, 13, Rounding::rz, true, "e8m13", Rounding::rz, false,
@@ -72,21 +82,20 @@ const std::vector<AccumulatorSpec>& accumulator_presets() {
             "the largest (cut toward zero), rounded toward zero to fp32, then c added with one "
             "IEEE fp32 add (nearest even); fitted: reproduces all 10000 B200 FP8 fp32 rows of "
             "the public validation data for any frac >= 23 (the data bound it only below)")),
-      c_added_after(make(
+      sm90_mma_sync(make(
             "hopper-mma-sync", 16, 25, Rounding::rz, true, "fp32", Rounding::rz, false,
             "H100 FP8 mma.sync m16n8k32, FP32 accumulate: on sm_90 FP8 is unpacked to FP16 "
-            "(SASS F2FP.F16.E4M3.UNPACK_B) and each k32 is two chained HMMA.16816.F32 from "
-            "zero over interleaved K (k mod 4 in {0,1}, then {2,3}), 16 products each, 25 "
-            "fraction bits cut toward zero, fp32 output cut toward zero, then FADD into C; "
-            "measured with fp8sim-hw (2026-11-23, tests/data/hw): 3 of 4 input type pairs "
-            "bit-exact, e5m2 x e4m3 21498/21504"), 32),
-      c_added_after(make(
+            "(SASS F2FP.F16.E4M3.UNPACK_B, so an e4m3 subnormal aligns as the fp16 normal it "
+            "becomes) and each k32 is two chained HMMA.16816.F32 from zero over interleaved K "
+            "(k mod 4 in {0,1}, then {2,3}), 16 products each, 25 fraction bits cut toward "
+            "zero, fp32 output cut toward zero, then FADD into C; measured with fp8sim-hw "
+            "(2026-11-23, tests/data/hw): all four input type pairs bit-exact in every suite")),
+      sm90_mma_sync(make(
             "hopper-mma-sync-f16", 16, 25, Rounding::rz, true, "fp16", Rounding::rne, false,
             "H100/H200 FP8 mma.sync m16n8k32, FP16 accumulate: as hopper-mma-sync with each "
             "HMMA.16816.F16 step rounded to fp16 (nearest even) and the k32 result added to "
             "the fp16 C with one fp16 add (MMA-Sim's Hopper HMMA parameters); fitted: "
-            "reproduces all 20000 H100/H200 FP8 d_fp16 rows of the public validation data"),
-          32),
+            "reproduces all 20000 H100/H200 FP8 d_fp16 rows of the public validation data")),
       make("fp32", 1, 0, Rounding::rne, true, "fp32", Rounding::rne, true,
            "IEEE single precision: one product added per step, rounded to nearest even "
            "(products of FP8 values are exact in fp32, so this is also fmaf)"),
@@ -127,10 +136,10 @@ std::string describe(const AccumulatorSpec& m) {
   const char* c = m.c_added_after ? "add" : m.c_joins_alignment ? "join" : "exact";
   const std::string block =
       m.block == 0 ? "" : fmt::format(" block={} interleave={}", m.block, m.interleave ? 1 : 0);
-  return fmt::format("group={} frac={} cut={} c={} renorm={} out={} outround={}{}", group, frac,
-                     to_string(m.term_cut), c,
-                     m.renormalise_products ? 1 : 0, m.output.name,
-                     to_string(m.output_rounding), block);
+  const std::string unpack = m.unpack ? " unpack=" + m.unpack->name : "";
+  return fmt::format("group={} frac={} cut={} c={} renorm={} out={} outround={}{}{}", group,
+                     frac, to_string(m.term_cut), c, m.renormalise_products ? 1 : 0,
+                     m.output.name, to_string(m.output_rounding), block, unpack);
 }
 
 AccumulatorSpec accumulator_by_name(std::string_view name) {
@@ -196,12 +205,15 @@ AccumulatorSpec accumulator_by_name(std::string_view name) {
       m.block = to_int(key, v);
     } else if (key == "interleave") {
       m.interleave = to_int(key, v) != 0;
+    } else if (key == "unpack") {
+      if (v == "none") m.unpack.reset();
+      else m.unpack = format_by_name(v);
     } else if (key == "renorm") {
       m.renormalise_products = to_int(key, v) != 0;
     } else {
       throw std::invalid_argument(fmt::format(
           "model '{}': unknown key '{}' (group, frac, out, outfmt, cut, outround, c, renorm, "
-          "block, interleave)",
+          "block, interleave, unpack)",
           name, key));
     }
   }
@@ -380,10 +392,17 @@ double add_c_after(const AccumulatorSpec& m, double r, double c) {
 double fused_step(const AccumulatorSpec& m, const double* a, const double* b, int n, double c) {
   std::vector<int> ea(n), eb(n);
   for (int i = 0; i < n; ++i) {
-    ea[i] = a[i] == 0.0 || !std::isfinite(a[i]) ? 0 : exponent_of(a[i]);
-    eb[i] = b[i] == 0.0 || !std::isfinite(b[i]) ? 0 : exponent_of(b[i]);
+    // The operands' own exponents (their format is unknown here), raised to the unpacked
+    // format's smallest normal exponent when the model unpacks.
+    const int lowest = m.unpack ? min_normal_exponent(*m.unpack) : INT_MIN;
+    ea[i] = a[i] == 0.0 || !std::isfinite(a[i]) ? 0 : std::max(exponent_of(a[i]), lowest);
+    eb[i] = b[i] == 0.0 || !std::isfinite(b[i]) ? 0 : std::max(exponent_of(b[i]), lowest);
   }
   return fused_step_exponents(m, a, ea.data(), b, eb.data(), n, c);
+}
+
+int operand_exponent(const AccumulatorSpec& m, const FormatSpec& f, double v) {
+  return std::max(exponent_of(v), min_normal_exponent(m.unpack ? *m.unpack : f));
 }
 
 int c_min_exponent(const AccumulatorSpec& m) { return min_normal_exponent(m.output); }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +35,10 @@ struct AccumulatorSpec {
   bool interleave = false;     // within each block, the first step takes the elements with
                                // k mod 4 in {0,1}, the second those in {2,3} (FP8 unpacked to
                                // FP16 pairs on sm_90)
+  std::optional<FormatSpec> unpack;  // operands enter the tensor core in this wider format
+                                     // (sm_90 mma.sync: fp16, F2FP.F16.E4M3.UNPACK_B), so an
+                                     // FP8 subnormal that is normal there aligns on its own
+                                     // exponent, not on the FP8 format's smallest normal one
   bool renormalise_products = false; // false: a product's exponent is e_a+e_b (significand
                                      // in [1,4)); true: exponent of the exact product
   FormatSpec output;           // output grid (e8m13: 14 significant bits in an fp32 container)
@@ -48,7 +53,8 @@ struct AccumulatorSpec {
 const std::vector<AccumulatorSpec>& accumulator_presets();
 
 // A preset by name, or a custom model: "custom:group=32,frac=13,out=14,cut=rz" with optional
-// keys outround=rz|rne|..., c=join|exact|add, renorm=0|1, block=N, interleave=0|1, outfmt=<format> (overrides out=).
+// keys outround=rz|rne|..., c=join|exact|add, renorm=0|1, block=N, interleave=0|1,
+// unpack=<format>|none, outfmt=<format> (overrides out=).
 // `out=B` means B significant bits in an fp32 container (format e8m(B-1)).
 // Throws std::invalid_argument naming the bad key or value.
 AccumulatorSpec accumulator_by_name(std::string_view name);
@@ -56,7 +62,8 @@ AccumulatorSpec accumulator_by_name(std::string_view name);
 // Checks ranges (group >= 1, frac_bits 0..62, output width); throws std::invalid_argument.
 void validate(const AccumulatorSpec& m);
 
-// One line: "group=32 frac=13 cut=rz c=join renorm=0 out=e8m13 outround=rz".
+// One line: "group=32 frac=13 cut=rz c=join renorm=0 out=e8m13 outround=rz" (then block,
+// interleave and unpack where set).
 std::string describe(const AccumulatorSpec& m);
 
 // One fused step with exact input values (each a decoded format value):
@@ -81,6 +88,10 @@ Unrounded unrounded_from_int(__int128 s, int grid);
 // The step's c entry for models with c_added_after: r (the rounded product sum, a value of
 // m.output) plus c in one IEEE add into m.output, rounded to nearest even.
 double add_c_after(const AccumulatorSpec& m, double r, double c);
+
+// The alignment exponent of a finite nonzero operand value v of format f: its own exponent,
+// raised to the smallest normal exponent of f (or of m.unpack when the model unpacks).
+int operand_exponent(const AccumulatorSpec& m, const FormatSpec& f, double v);
 
 // The smallest alignment exponent c takes in a step: the output format's smallest normal
 // exponent (a subnormal c aligns there, as a subnormal operand does).

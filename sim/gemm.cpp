@@ -8,6 +8,7 @@
 #include <climits>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 #include "parallel.hpp"
@@ -485,6 +486,17 @@ float to_out_type(const FormatSpec& out, float v) {
   return static_cast<float>(quantize(v, out, {Rounding::rne, Overflow::nonsat, 32}));
 }
 
+// With a model that unpacks its operands (AccumulatorSpec::unpack), a copy of op with the
+// alignment exponents of the unpacked values; otherwise nothing (op is used as it is).
+std::optional<Operand> unpacked(const AccumulatorSpec& m, const Operand& op) {
+  if (!m.unpack) return std::nullopt;
+  Operand u = op;
+  for (std::size_t i = 0; i < u.value.size(); ++i)
+    if (u.value[i] != 0.0f && std::isfinite(u.value[i]))
+      u.exponent[i] = static_cast<std::int16_t>(operand_exponent(m, op.format, u.value[i]));
+  return u;
+}
+
 void check_span(std::string_view what, std::size_t got, std::size_t want) {
   if (got != want)
     throw std::invalid_argument(fmt::format("{} has {} elements, expected {}", what, got, want));
@@ -492,8 +504,11 @@ void check_span(std::string_view what, std::size_t got, std::size_t want) {
 
 }  // namespace
 
-void gemm(const GemmSpec& s, const Operand& A, const Operand& B, std::span<const float> C,
+void gemm(const GemmSpec& s, const Operand& A_in, const Operand& B_in, std::span<const float> C,
           std::span<const float> sa, std::span<const float> sb, std::span<float> D) {
+  const auto ua = unpacked(s.model, A_in), ub = unpacked(s.model, B_in);
+  const Operand& A = ua ? *ua : A_in;
+  const Operand& B = ub ? *ub : B_in;
   const int M = A.rows, N = B.rows, K = A.cols;
   if (B.cols != K)
     throw std::invalid_argument(fmt::format("A is {} x {} but B is {} x {}: K differs", A.rows,
@@ -539,8 +554,12 @@ void gemm(const GemmSpec& s, int M, int N, int K, std::span<const std::uint8_t> 
   gemm(s, a, b, C, sa, sb, D);
 }
 
-void batched_dot(const GemmSpec& s, const Operand& A, const Operand& B, std::span<const float> C,
-                 std::span<const float> sa, std::span<const float> sb, std::span<float> D) {
+void batched_dot(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
+                 std::span<const float> C, std::span<const float> sa, std::span<const float> sb,
+                 std::span<float> D) {
+  const auto ua = unpacked(s.model, A_in), ub = unpacked(s.model, B_in);
+  const Operand& A = ua ? *ua : A_in;
+  const Operand& B = ub ? *ub : B_in;
   const int T = A.rows, K = A.cols;
   if (B.rows != T || B.cols != K)
     throw std::invalid_argument(fmt::format(

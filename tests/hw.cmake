@@ -3,11 +3,10 @@
 fp8sim_add_test(test_hw_captures SOURCES test_hw_captures.cpp LABELS golden TIMEOUT 300
   LIBS nlohmann_json::nlohmann_json)
 
-# `fp8sim replay` on every capture set whose manifest names a model (the f16 e5m2 subnormal
-# set has none: no preset reproduces it).
+# `fp8sim replay` on every capture set (each manifest names the model that reproduces it).
 foreach(set wgmma_f32_e4m3 wgmma_f32_e5m2 wgmma_f32_e4m3_e5m2 wgmma_f32_p128_block
-            wgmma_f32_p128_block_e5m2 wgmma_f16_e4m3 wgmma_f16_e5m2 cublaslt_default
-            cublaslt_fastaccum mma_sync_e4m3)
+            wgmma_f32_p128_block_e5m2 wgmma_f16_e4m3 wgmma_f16_e5m2 wgmma_f16_e5m2_subnormals
+            cublaslt_default cublaslt_fastaccum mma_sync_e4m3 mma_sync_e5m2_e4m3)
   add_test(NAME hw_replay_${set}
     COMMAND fp8sim replay --captures ${CMAKE_CURRENT_SOURCE_DIR}/data/hw/${set})
   set_tests_properties(hw_replay_${set} PROPERTIES LABELS golden TIMEOUT 300)
