@@ -707,7 +707,7 @@ int cmd_probe(const std::vector<std::string>& kernels, const std::string& json_p
   report["kernels"] = json::array();
   const std::vector<std::string> defaults = {
       "wgmma_m64n8k32_f32_e4m3_e4m3", "wgmma_m64n8k32_f16_e4m3_e4m3", "wgmma_m64n8k32_f32_e5m2_e5m2",
-      "mma_m16n8k32_row_col_f32_e4m3_e4m3_f32", "mma_m16n8k32_row_col_f32_e5m2_e5m2_f32",
+      "mma_m16n8k32_row_col_f32_e4m3_e4m3_f32", "mma_m16n8k32_row_col_f32_e5m2_e4m3_f32",
       "cublaslt_e4m3_e4m3_f32_default",
       "cublaslt_e4m3_e4m3_f32_fastaccum"};
   const auto& want = kernels.empty() ? defaults : kernels;
@@ -716,6 +716,7 @@ int cmd_probe(const std::vector<std::string>& kernels, const std::string& json_p
     if (std::find(want.begin(), want.end(), v.name) == want.end()) continue;
     ProbeOptions o;
     o.format = fmt_of(v.a);
+    if (v.b != v.a) o.b_format = fmt_of(v.b);
     o.k_multiple = 32;
     o.max_k = v.path == "cublaslt" ? 16384 : 4096;
     json jk{{"kernel", v.name}};

@@ -436,15 +436,16 @@ double fused_block(const AccumulatorSpec& m, const double* a, const int* ea, con
   return add_c_after(m, s, c);
 }
 
-double chained_dot(const AccumulatorSpec& m, const double* a, const double* b, int k, double c) {
+double chained_dot(const AccumulatorSpec& m, const FormatSpec& fa, const double* a,
+                   const FormatSpec& fb, const double* b, int k, double c) {
   const int g = m.group == 0 ? k : step_products(m);
   double acc = c;
   for (int i = 0; i < k; i += g) {
     const int n = std::min(g, k - i);
     std::vector<int> ea(n), eb(n);
     for (int j = 0; j < n; ++j) {
-      ea[j] = a[i + j] == 0.0 || !std::isfinite(a[i + j]) ? 0 : exponent_of(a[i + j]);
-      eb[j] = b[i + j] == 0.0 || !std::isfinite(b[i + j]) ? 0 : exponent_of(b[i + j]);
+      ea[j] = a[i + j] == 0.0 || !std::isfinite(a[i + j]) ? 0 : operand_exponent(m, fa, a[i + j]);
+      eb[j] = b[i + j] == 0.0 || !std::isfinite(b[i + j]) ? 0 : operand_exponent(m, fb, b[i + j]);
     }
     acc = fused_block(m, a + i, ea.data(), b + i, eb.data(), n, acc);
   }

@@ -105,7 +105,9 @@ int step_products(const AccumulatorSpec& m);
 double fused_block(const AccumulatorSpec& m, const double* a, const int* ea, const double* b,
                    const int* eb, int n, double c);
 
-// A dot product along K: steps of m.group products, c entering the first step.
-double chained_dot(const AccumulatorSpec& m, const double* a, const double* b, int k, double c);
+// A dot product along K of values of formats fa and fb: steps of step_products(m) products
+// (fused_block), c entering the first; alignment exponents from operand_exponent.
+double chained_dot(const AccumulatorSpec& m, const FormatSpec& fa, const double* a,
+                   const FormatSpec& fb, const double* b, int k, double c);
 
 }  // namespace fp8sim

@@ -46,30 +46,34 @@ struct Row {
 
 class Prober {
  public:
-  Prober(const DotKernel& kernel, const ProbeOptions& o) : kernel_(kernel), o_(o) {
-    validate(o_.format);
-    if (total_bits(o_.format) > 8)
-      throw std::invalid_argument(
-          fmt::format("probe: format {} is wider than 8 bits", o_.format.name));
+  Prober(const DotKernel& kernel, const ProbeOptions& o)
+      : kernel_(kernel), o_(o), fa_(o.format), fb_(o.b_format.value_or(o.format)) {
+    for (const FormatSpec* f : {&fa_, &fb_}) {
+      validate(*f);
+      if (total_bits(*f) > 8)
+        throw std::invalid_argument(
+            fmt::format("probe: format {} is wider than 8 bits", f->name));
+    }
     if (o_.k_multiple < 1 || o_.max_k < 1 || o_.max_group < 2)
       throw std::invalid_argument("probe: k_multiple, max_k must be >= 1 and max_group >= 2");
-    const int emax = max_exponent(o_.format);
-    e_p_ = std::min(2 * emax, 15);  // P = 2^15 stays finite in an fp16 output
-    k_min_sub_ = 2 * floor_log2(min_subnormal(o_.format));
-    k_min_norm_ = 2 * min_normal_exponent(o_.format);
-    zero_code_ = static_cast<std::uint8_t>(encode(0.0, o_.format));
+    // P = 2^15 stays finite in an fp16 output.
+    e_p_ = std::min(max_exponent(fa_) + max_exponent(fb_), 15);
+    k_min_sub_ = floor_log2(min_subnormal(fa_)) + floor_log2(min_subnormal(fb_));
+    k_min_norm_ = min_normal_exponent(fa_) + min_normal_exponent(fb_);
+    zero_a_ = static_cast<std::uint8_t>(encode(0.0, fa_));
+    zero_b_ = static_cast<std::uint8_t>(encode(0.0, fb_));
   }
 
   ProbeReport run();
 
  private:
-  bool representable(double v) const {
+  static bool representable(double v, const FormatSpec& f) {
     if (v == 0.0 || !std::isfinite(v)) return false;
-    const std::uint32_t code = encode(v, o_.format, {Rounding::rne, Overflow::nonsat});
-    return decode(o_.format, code) == v;
+    const std::uint32_t code = encode(v, f, {Rounding::rne, Overflow::nonsat});
+    return decode(f, code) == v;
   }
 
-  // A pair of format values whose product is exactly v: both normal where possible, with
+  // A pair of A and B values whose product is exactly v: both normal where possible, with
   // significands multiplying to less than 2 (so e_a + e_b is the product's own exponent),
   // exponents as even as possible. Throws when v is no product of two format values.
   std::pair<double, double> product(double v) {
@@ -77,21 +81,21 @@ class Prober {
     if (it != pairs_.end()) return it->second;
     std::pair<double, double> best{0, 0};
     int best_score = kUnbounded;
-    for (std::uint32_t code : all_codes(o_.format)) {
-      const double a = decode(o_.format, code);
+    for (std::uint32_t code : all_codes(fa_)) {
+      const double a = decode(fa_, code);
       if (!(a > 0) || !std::isfinite(a)) continue;
       const double b = std::fabs(v) / a;
-      if (!representable(b)) continue;
-      const bool sub = classify(o_.format, code) == ValueClass::subnormal ||
-                       classify(o_.format, encode(b, o_.format)) == ValueClass::subnormal;
+      if (!representable(b, fb_)) continue;
+      const bool sub = classify(fa_, code) == ValueClass::subnormal ||
+                       classify(fb_, encode(b, fb_)) == ValueClass::subnormal;
       const int ea = floor_log2(a), eb = floor_log2(b);
       const bool wide = ea + eb != floor_log2(std::fabs(v));
       const int score = (sub ? 1000 : 0) + (wide ? 100 : 0) + std::abs(ea - eb);
       if (score < best_score) best_score = score, best = {v < 0 ? -a : a, b};
     }
     if (best_score == kUnbounded)
-      throw std::logic_error(fmt::format("probe: {} is no product of two {} values",
-                                         format_value(v), o_.format.name));
+      throw std::logic_error(fmt::format("probe: {} is no product of a {} and a {} value",
+                                         format_value(v), fa_.name, fb_.name));
     return pairs_[v] = best;
   }
   Term term(int k, double v) {
@@ -107,17 +111,18 @@ class Prober {
       for (const Term& t : r.terms) K = std::max(K, t.k + 1);
     K = (K + o_.k_multiple - 1) / o_.k_multiple * o_.k_multiple;
     DotBatch batch;
-    batch.a_format = batch.b_format = o_.format;
+    batch.a_format = fa_;
+    batch.b_format = fb_;
     batch.T = static_cast<int>(rows.size());
     batch.K = K;
-    batch.a.assign(std::size_t(batch.T) * K, zero_code_);
-    batch.b.assign(std::size_t(batch.T) * K, zero_code_);
+    batch.a.assign(std::size_t(batch.T) * K, zero_a_);
+    batch.b.assign(std::size_t(batch.T) * K, zero_b_);
     batch.c.assign(batch.T, 0.0f);
     bool any_c = false;
     for (int t = 0; t < batch.T; ++t) {
       for (const Term& term : rows[t].terms) {
-        batch.a[std::size_t(t) * K + term.k] = static_cast<std::uint8_t>(encode(term.a, o_.format));
-        batch.b[std::size_t(t) * K + term.k] = static_cast<std::uint8_t>(encode(term.b, o_.format));
+        batch.a[std::size_t(t) * K + term.k] = static_cast<std::uint8_t>(encode(term.a, fa_));
+        batch.b[std::size_t(t) * K + term.k] = static_cast<std::uint8_t>(encode(term.b, fb_));
       }
       batch.c[t] = static_cast<float>(rows[t].c);
       if (static_cast<double>(batch.c[t]) != rows[t].c)
@@ -146,6 +151,7 @@ class Prober {
   void find_interleaved_steps(int k_s, const std::vector<double>& out, const std::string& kept);
   void find_frac_bits();
   void find_renormalise();
+  void find_unpack();
   void find_c_alignment();
   void find_out_bits();
   void find_c_added_after();
@@ -155,9 +161,10 @@ class Prober {
 
   const DotKernel& kernel_;
   ProbeOptions o_;
+  FormatSpec fa_, fb_;  // code formats of A and B
   ProbeReport r_;
   int e_p_ = 15, k_min_sub_ = 0, k_min_norm_ = 0;
-  std::uint8_t zero_code_ = 0;
+  std::uint8_t zero_a_ = 0, zero_b_ = 0;
   std::map<double, std::pair<double, double>> pairs_;
   std::vector<int> slot_;  // positions of the first step, when not 0..group-1
   int out_lo_ = 1, out_hi_ = kUnbounded;  // out_bits bounds
@@ -367,7 +374,7 @@ void Prober::find_renormalise() {
   const int e = e_p_ - 2;
   const double s = std::ldexp(1.0, e - r_.frac_bits);
   const double ha = 1.5 * std::ldexp(1.0, e / 2), hb = 1.5 * std::ldexp(1.0, e - e / 2);
-  if (!representable(ha) || !representable(hb) || !is_product(s)) {
+  if (!representable(ha, fa_) || !representable(hb, fb_) || !is_product(s)) {
     note("renorm 0: the vector does not fit the format (assumed)");
     return;
   }
@@ -382,6 +389,69 @@ void Prober::find_renormalise() {
                    r_.renormalise ? 1 : 0, e / 2, e - e / 2, e - r_.frac_bits,
                    r_.renormalise ? "was cut" : "survived",
                    r_.renormalise ? "the exact product's exponent" : "e_a + e_b"));
+}
+
+// 3b. Unpacking: +-Q with Q = y * u, u the smallest subnormal of one operand's format and y
+//     the other's largest power of two, and s = 2^(e_y + e_u - F) in one step: s lies on the
+//     grid when u aligns on its own exponent (the operands are unpacked to a format where u
+//     is normal, as sm_90 mma.sync's fp16) and is at most half a step otherwise. Each side
+//     tried rules out the candidates (none, fp16, bf16) that predict the other outcome.
+void Prober::find_unpack() {
+  if (r_.group < 3 || r_.frac_bits < 0 || r_.renormalise) {
+    note("unpack none: not observable with this group, cut and alignment (assumed)");
+    return;
+  }
+  const std::vector<std::string> names = {"", "fp16", "bf16"};  // "" = none
+  std::vector<bool> alive(names.size(), true);
+  std::string tried;
+  const bool same = fa_ == fb_;
+  for (const bool sub_is_a : {false, true}) {
+    if (same && sub_is_a) break;  // one format: the other side is the same vector
+    const FormatSpec& sub = sub_is_a ? fa_ : fb_;
+    const FormatSpec& other = sub_is_a ? fb_ : fa_;
+    const double u = min_subnormal(sub);
+    const int e_u = floor_log2(u), e_y = max_exponent(other);
+    const double y = std::ldexp(1.0, e_y), s = std::ldexp(1.0, e_y + e_u - r_.frac_bits);
+    if (e_u >= min_normal_exponent(sub) || !is_product(s) || e_y + e_u > e_p_) continue;
+    auto own = [&](const std::string& name) {  // u aligns on e_u under this candidate
+      const int lowest = min_normal_exponent(name.empty() ? sub : format_by_name(name));
+      return std::max(e_u, lowest) == e_u;
+    };
+    bool informative = false;
+    for (const auto& n : names) informative = informative || own(n) != own(names[0]);
+    if (!informative) continue;
+    const Term plus = sub_is_a ? Term{at(0), u, y} : Term{at(0), y, u};
+    const Term minus = sub_is_a ? Term{at(1), -u, y} : Term{at(1), -y, u};
+    const auto out = eval({{{plus, minus, term(at(2), s)}, 0.0}, {{plus}, 0.0}});
+    if (out[1] != y * u) {
+      note(fmt::format("unpack none: {} alone gave {} (a flushed subnormal operand?), so "
+                       "unpacking is not observable (assumed none)",
+                       format_value(y * u), format_value(out[1])));
+      return;
+    }
+    if (out[0] != s && out[0] != 0)
+      throw std::runtime_error(fmt::format("probe: unpack vector gave {}, neither 0 nor 2^{}",
+                                           format_value(out[0]), e_y + e_u - r_.frac_bits));
+    for (std::size_t i = 0; i < names.size(); ++i)
+      alive[i] = alive[i] && own(names[i]) == (out[0] == s);
+    tried += fmt::format("{}+-(2^{})(2^{}) and 2^{}: the small term {}", tried.empty() ? "" : "; ",
+                         e_y, e_u, e_y + e_u - r_.frac_bits, out[0] == s ? "survived" : "was cut");
+  }
+  std::vector<std::string> left;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (alive[i]) left.push_back(names[i].empty() ? "none" : names[i]);
+  if (tried.empty()) {
+    note("unpack none: no subnormal operand of these formats can show it (assumed)");
+    return;
+  }
+  if (left.empty())
+    throw std::runtime_error("probe: subnormal operands align in a way no unpacked format "
+                             "(none, fp16, bf16) explains: " + tried);
+  // Identified when "none" is decided; among unpacked formats the narrowest that agrees.
+  r_.unpack_identified = !alive[0] || left.size() == 1;
+  r_.unpack = alive[0] ? "" : left[0];
+  note(fmt::format("unpack {}: {} ({} {})", r_.unpack.empty() ? "none" : r_.unpack, tried,
+                   fmt::join(left, ", "), left.size() == 1 ? "alone agrees" : "agree"));
 }
 
 // 4. c = 2^(e_P - F - 3) with +P, -P: c survives iff it stays out of the alignment.
@@ -430,11 +500,12 @@ void Prober::find_out_bits() {
   // B: g-1 products of the largest significand and x at t below their alignment exponent.
   if (g >= 3) {
     const int m = g - 1;
-    const double sig = 2.0 - std::ldexp(1.0, -o_.format.mantissa_bits);
+    const double sig_a = 2.0 - std::ldexp(1.0, -fa_.mantissa_bits);
+    const double sig_b = 2.0 - std::ldexp(1.0, -fb_.mantissa_bits);
     const int bitlen = floor_log2(m) + 1;
     const int e = e_p_ - 2 - bitlen;
-    const double va = sig * std::ldexp(1.0, e / 2), vb = sig * std::ldexp(1.0, e - e / 2);
-    if (representable(va) && representable(vb)) {
+    const double va = sig_a * std::ldexp(1.0, e / 2), vb = sig_b * std::ldexp(1.0, e - e / 2);
+    if (representable(va, fa_) && representable(vb, fb_)) {
       const int align = r_.renormalise ? floor_log2(va * vb) : e;
       const double big = m * (va * vb);
       for (int t = 1; align - t >= k_min_sub_ && (F < 0 || t <= F); ++t) {
@@ -669,6 +740,7 @@ ProbeReport Prober::run() {
   find_group();
   find_frac_bits();
   find_renormalise();
+  find_unpack();
   find_c_alignment();
   find_out_bits();
   find_c_added_after();
@@ -691,6 +763,7 @@ AccumulatorSpec ProbeReport::as_model() const {
   if (out_max_exponent == 15)
     spec += bits == 11 ? ",outfmt=fp16" : fmt::format(",outfmt=e5m{}", bits - 1);
   if (block > 0) spec += fmt::format(",block={},interleave={}", block, interleave ? 1 : 0);
+  if (!unpack.empty()) spec += ",unpack=" + unpack;
   AccumulatorSpec m = accumulator_by_name(spec);
   m.evidence = "fp8sim probe";
   return m;

@@ -11,6 +11,10 @@
 //      Group 1 or 2 with c in the alignment: c = P + 2^(e_P - t), one product -P.
 //   3. renormalisation: +Q, -Q, s with Q = 1.5*1.5*2^E (significand in [2,4)): s = 2^(E - F)
 //      survives iff the alignment exponent is e_a + e_b, not the exact product's.
+//      Unpacking: the same with Q = (largest power of two) * (smallest subnormal): s on the
+//      subnormal's own grid survives iff operands are unpacked to a wider format (sm_90
+//      mma.sync: fp16). Observable only where that s is a product: with mixed e5m2 x e4m3
+//      operands for a 25-bit step, with e4m3 alone for a 13-bit one.
 //   4. c: c far below the grid of +P, -P: it survives iff c stays out of the alignment; with
 //      c = -(big) and big + x needing one bit more than the output, x survives iff c is
 //      added before the output rounding (else c is added after it, as on B200).
@@ -31,6 +35,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,7 +57,9 @@ struct DotBatch {
 using DotKernel = std::function<std::vector<float>(const DotBatch&)>;
 
 struct ProbeOptions {
-  FormatSpec format = format_by_name("e4m3");  // code format of both operands
+  FormatSpec format = format_by_name("e4m3");  // code format of A (and of B when b_format
+                                                // is not set)
+  std::optional<FormatSpec> b_format;          // B's code format when it differs
   int max_k = 4096;      // longest K tried (promotion search); a multiple of k_multiple
   int max_group = 256;   // largest group size looked for
   int k_multiple = 1;    // every batch's K is padded (with zero codes) to a multiple of this
@@ -62,6 +69,9 @@ struct ProbeReport {
   int group = 0;                          // products fused per step
   int block = 0;                          // > 0: chained steps per instruction (mma.sync)
   bool interleave = false;                // the block's steps take k mod 4 in {0,1}, {2,3}
+  std::string unpack;                     // "" or the format operands are unpacked to (fp16:
+                                          // an FP8 subnormal aligns on its own exponent)
+  bool unpack_identified = false;         // false: unpack not observable, "" assumed
   int frac_bits = -1;                     // -1: no cut seen (exact sum) within the tested span
   Rounding term_cut = Rounding::rz;       // rz or rne
   int out_bits = 24;                      // significant bits of the step output

@@ -36,7 +36,8 @@ float engine_dot(const char* model, const char* format, const std::vector<double
 void expect(const char* what, const char* model, const char* format, const std::vector<double>& a,
             const std::vector<double>& b, float c, float want) {
   const float got = engine_dot(model, format, a, b, c);
-  const double ref = chained_dot(accumulator_by_name(model), a.data(), b.data(),
+  const FormatSpec f = format_by_name(format);
+  const double ref = chained_dot(accumulator_by_name(model), f, a.data(), f, b.data(),
                                  static_cast<int>(a.size()), c);
   INFO(fmt::format("{}: {} {} c={} => engine {} reference {} want {}", what, model, format,
                    c, got, ref, want));

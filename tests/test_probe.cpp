@@ -47,7 +47,8 @@ DotKernel reference_kernel(const AccumulatorSpec& m, int promote_every) {
       for (int k0 = 0; k0 < b.K; k0 += chunk) {
         const double c = k0 == 0 && !b.c.empty() ? b.c[t] : 0.0;
         const int n = std::min(chunk, b.K - k0);
-        main += static_cast<float>(chained_dot(m, a.data() + k0, w.data() + k0, n, c));
+        main += static_cast<float>(
+            chained_dot(m, b.a_format, a.data() + k0, b.b_format, w.data() + k0, n, c));
       }
       out[t] = main;
     }
@@ -107,6 +108,7 @@ std::string compare_fields(const AccumulatorSpec& m, int promote_every, const Pr
   want(r.group == std::max(m.group, 1), "group");
   want(r.block == m.block, "block");
   want(r.interleave == m.interleave, "interleave");
+  if (r.unpack_identified) want(r.unpack == (m.unpack ? m.unpack->name : ""), "unpack");
   if (m.exact) {
     want(r.frac_bits == -1, "frac");
   } else {
@@ -155,6 +157,29 @@ TEST_CASE("probe recovers every non-exact preset", "[unit]") {
       check_model(accumulator_by_name(name), 0, true, e5m2);
     }
   }
+}
+
+TEST_CASE("probe reads unpacking from mixed e5m2 x e4m3 operands", "[unit]") {
+  ProbeOptions mixed;
+  mixed.format = format_by_name("e5m2");
+  mixed.b_format = format_by_name("e4m3");
+  for (const char* name : {"hopper-mma-sync", "hopper-mma-sync-f16", "hopper-wgmma", "ada-fp8"}) {
+    SECTION(name) {
+      const AccumulatorSpec m = accumulator_by_name(name);
+      const ProbeReport r = probe(model_kernel(m, 0), mixed);
+      INFO(fmt::format("evidence:\n  {}", fmt::join(r.evidence, "\n  ")));
+      CHECK(r.unpack_identified);
+      CHECK(compare_fields(m, 0, r) == "");
+    }
+  }
+  // With e4m3 alone a 25-bit step hides it (the telling term is below every product), a
+  // 13-bit one shows it.
+  CHECK_FALSE(probe(model_kernel(accumulator_by_name("hopper-mma-sync"), 0)).unpack_identified);
+  const AccumulatorSpec unpacked =
+      accumulator_by_name("custom:group=32,frac=13,cut=rz,out=14,unpack=fp16");
+  const ProbeReport r = probe(model_kernel(unpacked, 0));
+  CHECK(r.unpack == "fp16");
+  CHECK(compare_fields(unpacked, 0, r) == "");
 }
 
 TEST_CASE("probe agrees on the engine-independent reference kernel", "[unit]") {
