@@ -62,12 +62,11 @@ const std::vector<AccumulatorSpec>& accumulator_presets() {
            "reproduces all 20000 H100/H200 FP8 rows of the public validation data and every "
            "fp8sim-hw suite on an H100 (wgmma and cuBLASLt, 2026-11-23, tests/data/hw)"),
       make("hopper-wgmma-f16", 32, 13, Rounding::rz, true, "fp16", Rounding::rne, false,
-           "H100 FP8 wgmma, FP16 accumulate: the FP32 path's fused step (C held in fp16) "
-           "rounded once to fp16, nearest even (MMA-Sim's m64nNk32.f16 model); measured with "
-           "fp8sim-hw on an H100 (2026-11-23): every suite bit-exact for e4m3 and mixed "
-           "inputs, but e5m2 x e5m2 results in fp16's subnormal range differ (699/1024, "
-           "tests/data/hw); the public H100/H200 d_fp16 rows (instruction not recorded) "
-           "match only 62-68%"),
+           "H100 FP8 wgmma, FP16 accumulate: the FP32 path's fused step (C held in fp16, a "
+           "subnormal C aligned on 2^-14) rounded once to fp16, nearest even (MMA-Sim's "
+           "m64nNk32.f16 model); measured with fp8sim-hw on an H100 (2026-11-23): every suite "
+           "bit-exact for all four input pairs (tests/data/hw); the public H100/H200 d_fp16 "
+           "rows match only 62-68% (they are the mma.sync path: hopper-mma-sync-f16)"),
       make("ada-fp8", 16, 13, Rounding::rz, true, "e8m13", Rounding::rz, false,
            "Ada (L40S) FP8 mma, FP32 accumulate: steps of 16 products + c, each cut toward "
            "zero 13 bits below the largest exponent, output cut to 14 bits; fitted: "
