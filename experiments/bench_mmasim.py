@@ -1,14 +1,13 @@
 """MMA-Sim side of fp8sim-bench-gemm: D = A B^T with Hopper's FP8 wgmma model
 (mmasim.nv_ptx.WGMMA, m64n{N}k32 f32.e4m3.e4m3), promoting to an FP32 sum every PROMOTE
 K elements (0: never). Usage: bench_mmasim.py DIR PROMOTE. Reads DIR/A.npy (M x K uint8)
-and DIR/B.npy (N x K uint8), writes DIR/D.npy and DIR/seconds.npy. Exits 3 without mmasim.
+and DIR/B.npy (N x K uint8), writes DIR/D.npy and DIR/seconds.npy. Exits 3 without mmasim (or numpy, torch).
 """
 import sys
 import time
 
-import numpy as np
-
 try:
+    import numpy as np
     import torch
     from mmasim.nv_ptx import WGMMA
 except ImportError:
