@@ -9,8 +9,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:-$root/.hwbin}"
 nvcc="${NVCC:-/usr/local/cuda/bin/nvcc}"
 mkdir -p "$out/obj"
-rev="$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
-cxxflags=(-std=c++20 -O2 -DFMT_HEADER_ONLY "-DFP8SIM_GIT_REVISION=\"$rev\"" -I"$root/sim" -I"$root/cuda" -I/usr/local/cuda/include)
+cxxflags=(-std=c++20 -O2 -DFMT_HEADER_ONLY -I"$root/sim" -I"$root/cuda" -I/usr/local/cuda/include)
 sim_srcs=(format rounding accumulator exact gemm npy convert_batch)
 [[ -f "$root/sim/probe.cpp" ]] && sim_srcs+=(probe)
 objs=()
@@ -20,6 +19,9 @@ stale() {
   local src="$1" obj="$2"; shift 2
   [[ ! -f "$obj" || "$src" -nt "$obj" ]] || [[ -n "$(find "$@" \( -name '*.hpp' -o -name '*.cuh' \) -newer "$obj" | head -1)" ]]
 }
+# The git revision, as the CMake build records it (sim/revision.cmake).
+cmake -DSOURCE_DIR="$root" -DOUT="$out/obj/revision.cpp" -P "$root/sim/revision.cmake"
+o="$out/obj/revision.o"; stale "$out/obj/revision.cpp" "$o" "$root/sim" && g++ "${cxxflags[@]}" -c "$out/obj/revision.cpp" -o "$o"; objs+=("$o")
 for s in "${sim_srcs[@]}"; do
   o="$out/obj/sim_$s.o"; stale "$root/sim/$s.cpp" "$o" "$root/sim" && g++ "${cxxflags[@]}" -c "$root/sim/$s.cpp" -o "$o"; objs+=("$o")
 done
@@ -34,4 +36,4 @@ done
 "$nvcc" -gencode=arch=compute_90a,code=sm_90a -cudart static "${objs[@]}" -o "$out/fp8sim-hw" \
   -L/usr/local/cuda/lib64 -lcublasLt -Xcompiler -static-libstdc++,-static-libgcc \
   -Xlinker -rpath,/usr/local/cuda/lib64 -Xlinker -rpath,'$ORIGIN' -lpthread
-echo "built $out/fp8sim-hw ($rev)"
+echo "built $out/fp8sim-hw ($(sed -n 's/.*return "\(.*\)";.*/\1/p' "$out/obj/revision.cpp"))"

@@ -28,15 +28,12 @@
 #include "hw_harness.hpp"
 #include "kernels.hpp"
 #include "npy.hpp"
+#include "revision.hpp"
 #include "rng.hpp"
 #include "rounding.hpp"
 #if __has_include("probe.hpp")
 #include "probe.hpp"
 #define FP8SIM_HW_HAVE_PROBE 1
-#endif
-
-#ifndef FP8SIM_GIT_REVISION
-#define FP8SIM_GIT_REVISION "unknown"
 #endif
 
 namespace fp8sim::hw {
@@ -88,7 +85,7 @@ DeviceInfo device_info() {
 
 json provenance(const DeviceInfo& d, std::uint64_t seed, const std::string& generator) {
   return json{{"device", d.name}, {"driver", d.driver}, {"cuda", d.cuda}, {"date", d.date},
-              {"git_revision", FP8SIM_GIT_REVISION}, {"generator", generator}, {"seed", seed}};
+              {"git_revision", git_revision()}, {"generator", generator}, {"seed", seed}};
 }
 
 // FP8SIM_HW_SKIP_WGMMA=1 leaves the wgmma path out (e.g. while its self-test faults).

@@ -23,6 +23,7 @@
 #include "convert_batch.hpp"
 #include "npy.hpp"
 #include "parallel.hpp"
+#include "revision.hpp"
 #include "rng.hpp"
 
 using namespace fp8sim;
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
     });
     std::vector<std::uint8_t> codes(n);
     fmt::print("fp8sim-bench-convert: n={} seed={} reps={} isa={} commit={}\n", n, seed, reps,
-               encode_batch_isa(), FP8SIM_GIT_REVISION);
+               encode_batch_isa(), git_revision());
 
     const double t1 = best_seconds(reps, [&] { encode_batch(f, r, x, codes, 1); });
     const double rate1 = n / t1;

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "parallel.hpp"
+#include "revision.hpp"
 
 namespace fp8sim::experiments {
 
@@ -73,7 +74,7 @@ nlohmann::json manifest(const Experiment& e, const SweepResult& r, const std::st
   j["trials"] = s.trials;
   j["threads"] = resolve_threads(s.threads);
   j["tensor_rows"] = s.tensor_rows;
-  j["git_revision"] = FP8SIM_GIT_REVISION;
+  j["git_revision"] = git_revision();
   j["created_utc"] = iso_time_utc();
   j["runtime_s"] = runtime_s;
   j["machine"] = machine();

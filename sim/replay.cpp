@@ -14,6 +14,7 @@
 #include "format.hpp"
 #include "gemm.hpp"
 #include "npy.hpp"
+#include "revision.hpp"
 
 namespace fp8sim {
 namespace {
@@ -310,7 +311,7 @@ std::string replay_json(const ReplayReport& r) {
   j["date"] = r.date;
   j["capture_git_revision"] = r.git_revision;
   j["generator"] = r.generator;
-  j["fp8sim_git_revision"] = FP8SIM_GIT_REVISION;
+  j["fp8sim_git_revision"] = git_revision();
   j["all_match"] = r.all_match();
   j["cases"] = json::array();
   for (const ReplayCase& c : r.cases) {
