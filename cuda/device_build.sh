@@ -10,8 +10,9 @@ out="${1:-$root/.hwbin}"
 nvcc="${NVCC:-/usr/local/cuda/bin/nvcc}"
 mkdir -p "$out/obj"
 cxxflags=(-std=c++20 -O2 -DFMT_HEADER_ONLY -I"$root/sim" -I"$root/cuda" -I/usr/local/cuda/include)
-sim_srcs=(format rounding accumulator exact gemm npy convert_batch)
-[[ -f "$root/sim/probe.cpp" ]] && sim_srcs+=(probe)
+# Every source of the library (as sim/CMakeLists.txt globs them).
+sim_srcs=()
+for f in "$root"/sim/*.cpp; do sim_srcs+=("$(basename "$f" .cpp)"); done
 objs=()
 # Rebuilds an object only when its source or any header of sim/ or cuda/ is newer.
 # (sim objects look at sim/ headers only; cuda/ objects at both).

@@ -31,10 +31,7 @@
 #include "revision.hpp"
 #include "rng.hpp"
 #include "rounding.hpp"
-#if __has_include("probe.hpp")
 #include "probe.hpp"
-#define FP8SIM_HW_HAVE_PROBE 1
-#endif
 
 namespace fp8sim::hw {
 namespace {
@@ -660,7 +657,6 @@ int cmd_capture(const std::string& out, std::uint64_t seed) {
 
 // ---- probe ----------------------------------------------------------------------------------
 
-#ifdef FP8SIM_HW_HAVE_PROBE
 // A GEMM variant as a DotKernel: rows t of a batch go 64 at a time into A (64 x K) and B
 // (64 x K); the result is the diagonal of the 64 x 64 GEMM, with C's diagonal = c.
 DotKernel as_dot_kernel(const Variant& v) {
@@ -689,14 +685,8 @@ DotKernel as_dot_kernel(const Variant& v) {
     return out;
   };
 }
-#endif
 
 int cmd_probe(const std::vector<std::string>& kernels, const std::string& json_path) {
-#ifndef FP8SIM_HW_HAVE_PROBE
-  (void)kernels, (void)json_path;
-  fmt::print("fp8sim-hw probe: built without sim/probe.hpp\n");
-  return 2;
-#else
   const DeviceInfo dev = device_info();
   std::string note;
   const int layout = pick_wgmma_layout(note);
@@ -738,7 +728,6 @@ int cmd_probe(const std::vector<std::string>& kernels, const std::string& json_p
   }
   if (!json_path.empty()) std::ofstream(json_path) << report.dump(2) << "\n";
   return rc;
-#endif
 }
 
 // ---- bench ----------------------------------------------------------------------------------
