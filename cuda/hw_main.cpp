@@ -717,7 +717,15 @@ int cmd_probe(const std::vector<std::string>& kernels, const std::string& json_p
       jk["group"] = r.group, jk["frac_bits"] = r.frac_bits, jk["out_bits"] = r.out_bits;
       jk["promote_every"] = r.promote_every, jk["c_joins"] = r.c_joins, jk["c_added_after"] = r.c_added_after;
       jk["evidence"] = r.evidence;
-      if (!v.model.empty()) jk["expected"] = describe(accumulator_by_name(v.model));
+      // A kernel with a preset must give back that preset's parameters.
+      if (!v.model.empty()) {
+        const std::string bad = disagreements(r, accumulator_by_name(v.model), v.promote_every);
+        jk["expected"] = describe(accumulator_by_name(v.model));
+        jk["agrees"] = bad.empty();
+        fmt::print("    {}\n", bad.empty() ? fmt::format("agrees with {}", v.model)
+                                          : fmt::format("DISAGREES with {}: {}", v.model, bad));
+        if (!bad.empty()) rc = 1;
+      }
     } catch (const std::exception& e) {
       fmt::print("{}: probe failed: {}\n", v.name, e.what());
       jk["error"] = e.what();

@@ -776,6 +776,33 @@ std::string ProbeReport::describe() const {
                      output_rounding_identified ? "" : " (outround not identified)");
 }
 
+std::string disagreements(const ProbeReport& r, const AccumulatorSpec& m, int promote_every) {
+  std::string bad;
+  auto want = [&](bool ok, const char* what) {
+    if (!ok) bad += std::string(bad.empty() ? "" : ", ") + what;
+  };
+  want(r.group == std::max(m.group, 1), "group");
+  want(r.block == m.block, "block");
+  want(r.interleave == m.interleave, "interleave");
+  if (r.unpack_identified) want(r.unpack == (m.unpack ? m.unpack->name : ""), "unpack");
+  if (m.exact) {
+    want(r.frac_bits == -1, "frac");
+  } else {
+    want(r.frac_bits == m.frac_bits, "frac");
+    want(r.term_cut == m.term_cut, "cut");
+    want(r.renormalise == m.renormalise_products, "renorm");
+    if (!m.c_added_after) want(r.c_joins == m.c_joins_alignment, "c");
+  }
+  want(r.c_added_after == m.c_added_after, "c added after");
+  const int out_bits = m.output.mantissa_bits + 1;
+  if (r.out_bits_identified) want(r.out_bits == out_bits, "out bits");
+  else want(r.out_bits >= out_bits || r.out_bits == 24, "out bits bound");
+  if (r.output_rounding_identified) want(r.output_rounding == m.output_rounding, "outround");
+  want((r.out_max_exponent == 15) == (max_exponent(m.output) == 15), "out range");
+  want(r.promote_every == promote_every, "promote_every");
+  return bad;
+}
+
 ProbeReport probe(const DotKernel& kernel, const ProbeOptions& opts) {
   return Prober(kernel, opts).run();
 }

@@ -94,6 +94,11 @@ struct ProbeReport {
   std::string describe() const;           // one line, as `fp8sim models` prints a model
 };
 
+// The fields of r that disagree with model m promoted every `promote_every` products, as
+// "group, frac" ("" when all agree). Only identified fields count: an output width or
+// rounding the vectors could not reach, or an unobservable unpacking, is not held against m.
+std::string disagreements(const ProbeReport& r, const AccumulatorSpec& m, int promote_every);
+
 // Runs every probe against `kernel`. Throws std::runtime_error when the kernel returns the
 // wrong number of results or results that fit no model (e.g. NaN for finite inputs).
 ProbeReport probe(const DotKernel& kernel, const ProbeOptions& opts = {});

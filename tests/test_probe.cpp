@@ -101,29 +101,7 @@ std::string compare_behaviour(const AccumulatorSpec& truth, const AccumulatorSpe
 
 // Checks every identified field against the true model; returns "" or one failure line.
 std::string compare_fields(const AccumulatorSpec& m, int promote_every, const ProbeReport& r) {
-  std::string bad;
-  auto want = [&](bool ok, const char* what) {
-    if (!ok) bad += std::string(bad.empty() ? "" : ", ") + what;
-  };
-  want(r.group == std::max(m.group, 1), "group");
-  want(r.block == m.block, "block");
-  want(r.interleave == m.interleave, "interleave");
-  if (r.unpack_identified) want(r.unpack == (m.unpack ? m.unpack->name : ""), "unpack");
-  if (m.exact) {
-    want(r.frac_bits == -1, "frac");
-  } else {
-    want(r.frac_bits == m.frac_bits, "frac");
-    want(r.term_cut == m.term_cut, "cut");
-    want(r.renormalise == m.renormalise_products, "renorm");
-    if (!m.c_added_after) want(r.c_joins == m.c_joins_alignment, "c");
-  }
-  want(r.c_added_after == m.c_added_after, "c added after");
-  const int out_bits = m.output.mantissa_bits + 1;
-  if (r.out_bits_identified) want(r.out_bits == out_bits, "out bits");
-  else want(r.out_bits >= out_bits || r.out_bits == 24, "out bits bound");
-  if (r.output_rounding_identified) want(r.output_rounding == m.output_rounding, "outround");
-  want((r.out_max_exponent == 15) == (max_exponent(m.output) == 15), "out range");
-  want(r.promote_every == promote_every, "promote_every");
+  const std::string bad = disagreements(r, m, promote_every);
   if (bad.empty()) return "";
   return fmt::format("probe {} promote {} => got [{}] want [{} promote_every={}] ({} wrong)",
                      m.name, promote_every, r.describe(), describe(m), promote_every, bad);
