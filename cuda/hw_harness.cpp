@@ -292,8 +292,8 @@ std::vector<Variant> make_variants(int desc_layout) {
     for (const char* r : {"rne", "rz"})
       for (const char* cm : {"join", "exact"})
         f16_cands.push_back(fmt::format("custom:group=32,frac={},cut=rz,outfmt=fp16,outround={},c={}", frac, r, cm));
-  // mma.sync on sm_90a is two HMMA.16816.F32 (k16 each, the first from zero) and an FADD
-  // into d per k32 (SASS): a promotion every 32 of a 16-wide fused step.
+  // mma.sync on sm_90a: its preset first, then the plainer models it could be mistaken for
+  // (a promotion every 32 of a 16-wide fused step comes close to its HMMA pair + FADD).
   std::vector<std::string> mma_cands = {"hopper-mma-sync", "hopper-wgmma", "ada-fp8", "fp32", "exact", "blackwell-fp8"};
   for (int g : {8, 16})
     for (int frac : {13, 22, 23, 24, 25, 26})

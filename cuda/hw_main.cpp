@@ -719,8 +719,9 @@ int cmd_probe(const std::vector<std::string>& kernels, const std::string& json_p
       jk["evidence"] = r.evidence;
       // A kernel with a preset must give back that preset's parameters.
       if (!v.model.empty()) {
-        const std::string bad = disagreements(r, accumulator_by_name(v.model), v.promote_every);
-        jk["expected"] = describe(accumulator_by_name(v.model));
+        const AccumulatorSpec preset = accumulator_by_name(v.model);
+        const std::string bad = disagreements(r, preset, v.promote_every);
+        jk["expected"] = describe(preset);
         jk["agrees"] = bad.empty();
         fmt::print("    {}\n", bad.empty() ? fmt::format("agrees with {}", v.model)
                                           : fmt::format("DISAGREES with {}: {}", v.model, bad));

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <climits>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -391,11 +390,8 @@ double add_c_after(const AccumulatorSpec& m, double r, double c) {
 double fused_step(const AccumulatorSpec& m, const double* a, const double* b, int n, double c) {
   std::vector<int> ea(n), eb(n);
   for (int i = 0; i < n; ++i) {
-    // The operands' own exponents (their format is unknown here), raised to the unpacked
-    // format's smallest normal exponent when the model unpacks.
-    const int lowest = m.unpack ? min_normal_exponent(*m.unpack) : INT_MIN;
-    ea[i] = a[i] == 0.0 || !std::isfinite(a[i]) ? 0 : std::max(exponent_of(a[i]), lowest);
-    eb[i] = b[i] == 0.0 || !std::isfinite(b[i]) ? 0 : std::max(exponent_of(b[i]), lowest);
+    ea[i] = a[i] == 0.0 || !std::isfinite(a[i]) ? 0 : exponent_of(a[i]);
+    eb[i] = b[i] == 0.0 || !std::isfinite(b[i]) ? 0 : exponent_of(b[i]);
   }
   return fused_step_exponents(m, a, ea.data(), b, eb.data(), n, c);
 }

@@ -70,6 +70,8 @@ std::string describe(const AccumulatorSpec& m);
 //   result = round_output( c (+) sum_{i<n} a[i]*b[i] ),  n <= group.
 // Special values: any NaN operand, 0*Inf, or Inf-Inf gives NaN; otherwise an Inf product
 // or c gives that Inf; a finite sum beyond the output's range overflows to Inf.
+// Each operand aligns on its own exponent: the formats are unknown here (chained_dot takes
+// them, for subnormal operands and AccumulatorSpec::unpack).
 // This is the plain reference implementation; gemm.hpp has the fast engine.
 double fused_step(const AccumulatorSpec& m, const double* a, const double* b, int n, double c);
 

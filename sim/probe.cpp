@@ -414,8 +414,7 @@ void Prober::find_unpack() {
     const double y = std::ldexp(1.0, e_y), s = std::ldexp(1.0, e_y + e_u - r_.frac_bits);
     if (e_u >= min_normal_exponent(sub) || !is_product(s) || e_y + e_u > e_p_) continue;
     auto own = [&](const std::string& name) {  // u aligns on e_u under this candidate
-      const int lowest = min_normal_exponent(name.empty() ? sub : format_by_name(name));
-      return std::max(e_u, lowest) == e_u;
+      return min_normal_exponent(name.empty() ? sub : format_by_name(name)) <= e_u;
     };
     bool informative = false;
     for (const auto& n : names) informative = informative || own(n) != own(names[0]);
