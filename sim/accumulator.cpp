@@ -16,7 +16,7 @@ namespace {
 
 using i128 = __int128;
 
-AccumulatorSpec make(std::string name, int group, int frac, Rounding cut, bool c_joins,
+AccumulatorSpec make(std::string name, int group, int frac, Rounding cut, CEntry c_entry,
                      const char* out_format, Rounding out_rounding, bool exact,
                      std::string evidence) {
   AccumulatorSpec m;
@@ -24,7 +24,7 @@ AccumulatorSpec make(std::string name, int group, int frac, Rounding cut, bool c
   m.group = group;
   m.frac_bits = frac;
   m.term_cut = cut;
-  m.c_joins_alignment = c_joins;
+  m.c_entry = c_entry;
   m.output = format_by_name(out_format);
   m.output_rounding = out_rounding;
   m.exact = exact;
@@ -34,7 +34,7 @@ AccumulatorSpec make(std::string name, int group, int frac, Rounding cut, bool c
 
 // C enters after the rounded products (c=add).
 AccumulatorSpec c_added_after(AccumulatorSpec m) {
-  m.c_added_after = true;
+  m.c_entry = CEntry::add;
   return m;
 }
 
@@ -50,38 +50,54 @@ AccumulatorSpec sm90_mma_sync(AccumulatorSpec m) {
 
 }  // namespace
 
+CEntry parse_c_entry(std::string_view s) {
+  if (s == "join") return CEntry::join;
+  if (s == "exact") return CEntry::exact;
+  if (s == "add") return CEntry::add;
+  throw std::invalid_argument(fmt::format("unknown c entry '{}' (known: join, exact, add)", s));
+}
+
+std::string_view to_string(CEntry c) {
+  switch (c) {
+    case CEntry::join: return "join";
+    case CEntry::exact: return "exact";
+    case CEntry::add: return "add";
+  }
+  return "?";
+}
+
 // The preset table: the only place hardware parameters live. Each row cites its evidence;
 // tests/test_gemm_hwdata.cpp replays the public measured vectors against the rows.
 const std::vector<AccumulatorSpec>& accumulator_presets() {
   static const std::vector<AccumulatorSpec> presets = {
-      make("hopper-wgmma", 32, 13, Rounding::rz, true, "e8m13", Rounding::rz, false,
+      make("hopper-wgmma", 32, 13, Rounding::rz, CEntry::join, "e8m13", Rounding::rz, false,
            "H100/H200 FP8 wgmma, FP32 accumulate: 32 products + c aligned to the largest "
            "exponent, each cut toward zero 13 bits below it, output cut to 14 bits "
            "(DeepSeek-V3 s3.5.2; Khattak & Mikaitis arXiv 2512.07004; MMA-Sim f32_e8m13); "
            "reproduces all 20000 H100/H200 FP8 rows of the public validation data and every "
            "fp8sim-hw suite on an H100 (wgmma and cuBLASLt, 2026-11-23, tests/data/hw)"),
-      make("hopper-wgmma-f16", 32, 13, Rounding::rz, true, "fp16", Rounding::rne, false,
+      make("hopper-wgmma-f16", 32, 13, Rounding::rz, CEntry::join, "fp16", Rounding::rne, false,
            "H100 FP8 wgmma, FP16 accumulate: the FP32 path's fused step (C held in fp16, a "
            "subnormal C aligned on 2^-14) rounded once to fp16, nearest even (MMA-Sim's "
            "m64nNk32.f16 model); measured with fp8sim-hw on an H100 (2026-11-23): every suite "
            "bit-exact for all four input pairs (tests/data/hw); the public H100/H200 d_fp16 "
            "rows match only 62-68% (they are the mma.sync path: hopper-mma-sync-f16)"),
-      make("ada-fp8", 16, 13, Rounding::rz, true, "e8m13", Rounding::rz, false,
+      make("ada-fp8", 16, 13, Rounding::rz, CEntry::join, "e8m13", Rounding::rz, false,
            "Ada (L40S) FP8 mma, FP32 accumulate: steps of 16 products + c, each cut toward "
            "zero 13 bits below the largest exponent, output cut to 14 bits; fitted: "
            "reproduces all 10000 Ada FP8 fp32 rows of the public validation data (c applied)"),
-      make("ada-fp8-f16", 16, 13, Rounding::rz, true, "fp16", Rounding::rne, false,
+      make("ada-fp8-f16", 16, 13, Rounding::rz, CEntry::join, "fp16", Rounding::rne, false,
            "Ada (L40S) FP8 mma, FP16 accumulate: as ada-fp8 with the step rounded to fp16 "
            "(nearest even) and c held in fp16; fitted: reproduces all 10000 Ada FP8 d_fp16 "
            "rows of the public validation data"),
       c_added_after(make(
-            "blackwell-fp8", 32, 25, Rounding::rz, true, "fp32", Rounding::rz, false,
+            "blackwell-fp8", 32, 25, Rounding::rz, CEntry::join, "fp32", Rounding::rz, false,
             "B200 FP8 tcgen05, FP32 accumulate: 32 products summed with 25 fraction bits below "
             "the largest (cut toward zero), rounded toward zero to fp32, then c added with one "
             "IEEE fp32 add (nearest even); fitted: reproduces all 10000 B200 FP8 fp32 rows of "
             "the public validation data for any frac >= 23 (the data bound it only below)")),
       sm90_mma_sync(make(
-            "hopper-mma-sync", 16, 25, Rounding::rz, true, "fp32", Rounding::rz, false,
+            "hopper-mma-sync", 16, 25, Rounding::rz, CEntry::join, "fp32", Rounding::rz, false,
             "H100 FP8 mma.sync m16n8k32, FP32 accumulate: on sm_90 FP8 is unpacked to FP16 "
             "(SASS F2FP.F16.E4M3.UNPACK_B, so an e4m3 subnormal aligns as the fp16 normal it "
             "becomes) and each k32 is two chained HMMA.16816.F32 from zero over interleaved K "
@@ -89,15 +105,15 @@ const std::vector<AccumulatorSpec>& accumulator_presets() {
             "zero, fp32 output cut toward zero, then FADD into C; measured with fp8sim-hw "
             "(2026-11-23, tests/data/hw): all four input type pairs bit-exact in every suite")),
       sm90_mma_sync(make(
-            "hopper-mma-sync-f16", 16, 25, Rounding::rz, true, "fp16", Rounding::rne, false,
+            "hopper-mma-sync-f16", 16, 25, Rounding::rz, CEntry::join, "fp16", Rounding::rne, false,
             "H100/H200 FP8 mma.sync m16n8k32, FP16 accumulate: as hopper-mma-sync with each "
             "HMMA.16816.F16 step rounded to fp16 (nearest even) and the k32 result added to "
             "the fp16 C with one fp16 add (MMA-Sim's Hopper HMMA parameters); fitted: "
             "reproduces all 20000 H100/H200 FP8 d_fp16 rows of the public validation data")),
-      make("fp32", 1, 0, Rounding::rne, true, "fp32", Rounding::rne, true,
+      make("fp32", 1, 0, Rounding::rne, CEntry::join, "fp32", Rounding::rne, true,
            "IEEE single precision: one product added per step, rounded to nearest even "
            "(products of FP8 values are exact in fp32, so this is also fmaf)"),
-      make("exact", 0, 0, Rounding::rne, true, "fp32", Rounding::rne, true,
+      make("exact", 0, 0, Rounding::rne, CEntry::join, "fp32", Rounding::rne, true,
            "exact sum of c and every product of the chunk, rounded once to fp32"),
   };
   return presets;
@@ -131,7 +147,7 @@ void validate(const AccumulatorSpec& m) {
 std::string describe(const AccumulatorSpec& m) {
   const std::string group = m.group == 0 ? "all" : std::to_string(m.group);
   const std::string frac = m.exact ? "exact" : std::to_string(m.frac_bits);
-  const char* c = m.c_added_after ? "add" : m.c_joins_alignment ? "join" : "exact";
+  const std::string_view c = to_string(m.c_entry);
   const std::string block =
       m.block == 0 ? "" : fmt::format(" block={} interleave={}", m.block, m.interleave ? 1 : 0);
   const std::string unpack = m.unpack ? " unpack=" + m.unpack->name : "";
@@ -197,8 +213,7 @@ AccumulatorSpec accumulator_by_name(std::string_view name) {
       if (v != "join" && v != "exact" && v != "add")
         throw std::invalid_argument(
             fmt::format("model '{}': c must be join, exact or add", name));
-      m.c_joins_alignment = v == "join";
-      m.c_added_after = v == "add";
+      m.c_entry = parse_c_entry(v);
     } else if (key == "block") {
       m.block = to_int(key, v);
     } else if (key == "interleave") {
@@ -325,9 +340,9 @@ double fused_step_exponents(const AccumulatorSpec& m, const double* a, const int
   if (nan || (pos_inf && neg_inf)) return quiet_nan();
   if (pos_inf) return INFINITY;
   if (neg_inf) return -INFINITY;
-  if (m.c_added_after) {
+  if (m.c_entry == CEntry::add) {
     AccumulatorSpec products_only = m;
-    products_only.c_added_after = false;
+    products_only.c_entry = CEntry::join;
     return add_c_after(m, fused_step_exponents(products_only, a, ea, b, eb, n, 0.0), c);
   }
 
@@ -349,7 +364,7 @@ double fused_step_exponents(const AccumulatorSpec& m, const double* a, const int
     const int e = m.renormalise_products ? exponent_of(p) : ea[i] + eb[i];
     emax = e > emax ? e : emax;
   }
-  if (m.c_joins_alignment && c != 0.0) {
+  if (m.c_entry == CEntry::join && c != 0.0) {
     // c is a value of the accumulator's register format; a subnormal c aligns on that
     // format's smallest normal exponent, as a subnormal operand does (measured: H100 wgmma
     // with an fp16 accumulator, tests/data/hw/wgmma_f16_e5m2_subnormals).
@@ -366,7 +381,7 @@ double fused_step_exponents(const AccumulatorSpec& m, const double* a, const int
   const int grid = emax - m.frac_bits;
   i128 sum = 0;
   for (int i = 0; i < n; ++i) sum += cut_to_grid(a[i] * b[i], grid, m.term_cut);
-  if (m.c_joins_alignment) {
+  if (m.c_entry == CEntry::join) {
     sum += cut_to_grid(c, grid, m.term_cut);
     return round_accumulator_output(m, unrounded_from_int(sum, grid));
   }
@@ -421,8 +436,7 @@ double fused_block(const AccumulatorSpec& m, const double* a, const int* ea, con
   AccumulatorSpec step = m;
   step.block = 0;
   step.interleave = false;
-  step.c_added_after = false;
-  step.c_joins_alignment = true;
+  step.c_entry = CEntry::join;
   double s = 0.0;
   for (int i = 0; i < n; i += m.group)
     s = fused_step_exponents(step, pa.data() + i, pea.data() + i, pb.data() + i, peb.data() + i,

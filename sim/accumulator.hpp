@@ -18,19 +18,25 @@
 
 namespace fp8sim {
 
+// Where the incoming accumulator c enters a step.
+enum class CEntry : std::uint8_t {
+  join,   // c is aligned and cut with the products (wgmma)
+  exact,  // c is added exactly to the cut product sum, before the output rounding
+  add,    // c is added after the products' sum is rounded to the output: one IEEE add,
+          // round to nearest even (B200, sm_90 mma.sync)
+};
+CEntry parse_c_entry(std::string_view s);  // join|exact|add
+std::string_view to_string(CEntry c);
+
 struct AccumulatorSpec {
   std::string name;            // preset name, or the custom: text it was parsed from
   int group = 32;              // products fused per step (>= 1)
   int frac_bits = 13;          // fraction bits kept below the group's largest exponent (0..62)
   Rounding term_cut = Rounding::rz;  // how each aligned term is cut: rz or rne
-  bool c_joins_alignment = true;     // c is aligned and cut with the products; else c is
-                                     // added exactly to the cut sum before output rounding
-  bool c_added_after = false;        // c enters after the products' sum is rounded to the
-                                     // output: one IEEE add, round to nearest even (B200);
-                                     // c_joins_alignment is then ignored
+  CEntry c_entry = CEntry::join;     // where c enters each step
   int block = 0;               // products per instruction when it is several chained steps
                                // (sm_90 mma.sync: 32 = two 16-product steps): the steps start
-                               // from 0 and their result enters c as with c_added_after;
+                               // from 0 and their result enters c as with CEntry::add;
                                // 0: one step per instruction
   bool interleave = false;     // within each block, the first step takes the elements with
                                // k mod 4 in {0,1}, the second those in {2,3} (FP8 unpacked to
@@ -87,7 +93,7 @@ double round_accumulator_output(const AccumulatorSpec& m, const Unrounded& u);
 // The exact value s * 2^grid as an Unrounded (64-bit significand plus sticky).
 Unrounded unrounded_from_int(__int128 s, int grid);
 
-// The step's c entry for models with c_added_after: r (the rounded product sum, a value of
+// The step's c entry for models with CEntry::add: r (the rounded product sum, a value of
 // m.output) plus c in one IEEE add into m.output, rounded to nearest even.
 double add_c_after(const AccumulatorSpec& m, double r, double c);
 

@@ -261,7 +261,7 @@ class Engine {
       } else {
         path_ = StepPath::reference;
       }
-    } else if (!m_.c_joins_alignment && !m_.c_added_after) {
+    } else if (m_.c_entry == CEntry::exact) {
       path_ = StepPath::reference;
     } else if (float_products && f + 2 + sum_bits <= 31 && (cut_rz || f + 2 <= 22)) {
       path_ = StepPath::int32_float;
@@ -325,7 +325,7 @@ class Engine {
   [[gnu::always_inline]] double step(const float* a, const std::int16_t* ea, const float* b, const std::int16_t* eb,
               int n, double c, bool special) const {
     if (m_.block != 0) return reference_step(a, ea, b, eb, n, c);  // fused_block
-    if (m_.c_added_after && !special && std::isfinite(c)) {
+    if (m_.c_entry == CEntry::add && !special && std::isfinite(c)) {
       const double r = fused(a, ea, b, eb, n, 0.0, false);
       if (fp32_output_) return static_cast<float>(r) + static_cast<float>(c);
       return add_c_after(m_, r, c);
@@ -506,6 +506,9 @@ void check_span(std::string_view what, std::size_t got, std::size_t want) {
 
 void gemm(const GemmSpec& s, const Operand& A_in, const Operand& B_in, std::span<const float> C,
           std::span<const float> sa, std::span<const float> sb, std::span<float> D) {
+  if (s.device != Device::cpu)  // TODO(gpu engine): dispatch to cuda/ here
+    throw std::invalid_argument(
+        fmt::format("device {}: fp8sim was built without the CUDA engine", to_string(s.device)));
   const auto ua = unpacked(s.model, A_in), ub = unpacked(s.model, B_in);
   const Operand& A = ua ? *ua : A_in;
   const Operand& B = ub ? *ub : B_in;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "accumulator.hpp"
+#include "device.hpp"
 #include "format.hpp"
 
 namespace fp8sim {
@@ -39,6 +40,7 @@ struct GemmSpec {
   ScaleOrder order = ScaleOrder::deepgemm;
   FormatSpec out_type;            // fp32, bf16 or fp16 (round to nearest even from fp32)
   int threads = 0;                // 0: all hardware threads; results never depend on it
+  Device device = Device::cpu;    // where it runs; every device gives the same bits
 };
 
 // Shapes of the scale arrays for a spec and problem size: {rows, cols} of sa and sb.

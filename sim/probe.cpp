@@ -790,9 +790,9 @@ std::string disagreements(const ProbeReport& r, const AccumulatorSpec& m, int pr
     want(r.frac_bits == m.frac_bits, "frac");
     want(r.term_cut == m.term_cut, "cut");
     want(r.renormalise == m.renormalise_products, "renorm");
-    if (!m.c_added_after) want(r.c_joins == m.c_joins_alignment, "c");
+    if (m.c_entry != CEntry::add) want(r.c_joins == (m.c_entry == CEntry::join), "c");
   }
-  want(r.c_added_after == m.c_added_after, "c added after");
+  want(r.c_added_after == (m.c_entry == CEntry::add), "c added after");
   const int out_bits = m.output.mantissa_bits + 1;
   if (r.out_bits_identified) want(r.out_bits == out_bits, "out bits");
   else want(r.out_bits >= out_bits || r.out_bits == 24, "out bits bound");

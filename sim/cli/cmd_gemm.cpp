@@ -26,6 +26,7 @@ struct GemmArgs {
   std::string out_type = "f32";
   std::string out = "D.npy";
   int threads = 0;
+  std::string device = "cpu";
 };
 
 FormatSpec output_type(const std::string& name) {
@@ -73,6 +74,7 @@ void run_gemm(const GemmArgs& g) {
   s.order = parse_scale_order(g.scale_order);
   s.out_type = output_type(g.out_type);
   s.threads = g.threads;
+  s.device = parse_device(g.device);
   const bool have_scales = !g.a_scales.empty() || !g.b_scales.empty();
   if (have_scales && (g.a_scales.empty() || g.b_scales.empty()))
     throw std::invalid_argument("--a-scales and --b-scales go together");
@@ -138,6 +140,8 @@ void add_gemm_commands(CLI::App& app) {
   cmd->add_option("--out-type", g->out_type, "f32|bf16|f16")->capture_default_str();
   cmd->add_option("--out", g->out, "Output D.npy (float32 (M, N))")->capture_default_str();
   cmd->add_option("--threads", g->threads, "Threads (0 = all); results never depend on it")
+      ->capture_default_str();
+  cmd->add_option("--device", g->device, "cpu|cuda: where the engine runs (same bits)")
       ->capture_default_str();
   cmd->callback([g] { run_gemm(*g); });
 
