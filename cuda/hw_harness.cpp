@@ -1,4 +1,4 @@
-// hw_harness: fp8sim-hw's suites of test vectors and the kernel variants with their models.
+// hw_harness: fp8sim-hw's suites of test vectors and the model side of a comparison.
 #include "hw_harness.hpp"
 
 #include <fmt/format.h>
@@ -8,8 +8,6 @@
 #include <numbers>
 #include <stdexcept>
 
-#include "cublaslt_fp8.hpp"
-#include "hw_device.hpp"
 #include "rng.hpp"
 #include "rounding.hpp"
 
@@ -215,152 +213,11 @@ bool same_bits(float x, float y) {
 
 std::string hex32(float v) { return fmt::format("0x{:08x}", std::bit_cast<std::uint32_t>(v)); }
 
-Case adapt_case(const Variant& v, const Case& c) {
-  Case a = c;
-  if (!v.takes_c) a.C.clear();
-  if (!v.block_scales) a.sa.clear(), a.sb.clear();
-  return a;
-}
-
-GemmSpec variant_spec(const Variant& v, const Case& c, const std::string& model, int promote_every) {
-  GemmSpec s;
-  s.a_format = c.a_format;
-  s.b_format = c.b_format;
-  s.model = accumulator_by_name(model);
-  s.promote_every = promote_every;
-  s.scaling = v.block_scales ? Scaling::block : Scaling::none;
-  s.block = 128;
-  s.order = ScaleOrder::deepgemm;
-  s.out_type = format_by_name(v.out_type);
-  s.threads = 0;
-  return s;
-}
-
 std::vector<float> run_model(const GemmSpec& s, const Case& c) {
   validate(s, c.M, c.N, c.K);
   std::vector<float> D(static_cast<std::size_t>(c.M) * c.N);
   gemm(s, c.M, c.N, c.K, c.A, c.B, c.C, c.sa, c.sb, D);
   return D;
-}
-
-namespace {
-
-cuda::Fp8 fp8_of(const FormatSpec& f) { return f.exponent_bits == 4 ? cuda::Fp8::e4m3 : cuda::Fp8::e5m2; }
-const char* name_of(cuda::Fp8 t) { return t == cuda::Fp8::e4m3 ? "e4m3" : "e5m2"; }
-
-std::vector<float> run_wgmma(const cuda::WgmmaGemm& g, const Case& c) {
-  DevBuf<std::uint8_t> A(c.A), B(c.B);
-  DevBuf<float> C(c.C), sa(c.sa), sb(c.sb), D(static_cast<std::size_t>(c.M) * c.N);
-  cuda::WgmmaGemm gg = g;
-  gg.a = fp8_of(c.a_format), gg.b = fp8_of(c.b_format);
-  launch_check(cuda::wgmma_gemm(gg, c.M, c.N, c.K, A.get(), B.get(), C.get_or_null(),
-                                sa.get_or_null(), sb.get_or_null(), D.get()));
-  cuda_check(cudaDeviceSynchronize(), "wgmma kernel");
-  return D.download();
-}
-
-std::vector<float> run_mma(const Case& c) {
-  DevBuf<std::uint8_t> A(c.A), B(c.B);
-  DevBuf<float> C(c.C), D(static_cast<std::size_t>(c.M) * c.N);
-  launch_check(cuda::mma_sync_gemm(fp8_of(c.a_format), fp8_of(c.b_format), c.M, c.N, c.K, A.get(),
-                                   B.get(), C.get_or_null(), D.get()));
-  cuda_check(cudaDeviceSynchronize(), "mma.sync kernel");
-  return D.download();
-}
-
-std::vector<float> run_lt(const cuda::CublasLtGemm& g, const Case& c) {
-  static DevBuf<std::uint8_t> work(32u << 20);
-  DevBuf<std::uint8_t> A(c.A), B(c.B);
-  DevBuf<float> D(static_cast<std::size_t>(c.M) * c.N);
-  DevBuf<float> C(c.C);
-  launch_check(cuda::cublaslt_gemm(g, c.M, c.N, c.K, A.get(), B.get(), C.get_or_null(), D.get(), work.get(), work.size()));
-  cuda_check(cudaDeviceSynchronize(), "cuBLASLt");
-  return D.download();
-}
-
-}  // namespace
-
-std::vector<Variant> make_variants(int desc_layout) {
-  std::vector<Variant> vs;
-  using cuda::Fp8;
-  const std::vector<std::pair<Fp8, Fp8>> pairs = {
-      {Fp8::e4m3, Fp8::e4m3}, {Fp8::e5m2, Fp8::e5m2}, {Fp8::e4m3, Fp8::e5m2}, {Fp8::e5m2, Fp8::e4m3}};
-
-  // Candidate models for a path whose model is unknown or contradicted.
-  std::vector<std::string> f16_cands = {"hopper-wgmma-f16"};
-  for (int frac : {13, 23})
-    for (const char* r : {"rne", "rz"})
-      for (const char* cm : {"join", "exact"})
-        f16_cands.push_back(fmt::format("custom:group=32,frac={},cut=rz,outfmt=fp16,outround={},c={}", frac, r, cm));
-  // mma.sync on sm_90a: its preset first, then the plainer models it could be mistaken for
-  // (a promotion every 32 of a 16-wide fused step comes close to its HMMA pair + FADD).
-  std::vector<std::string> mma_cands = {"hopper-mma-sync", "hopper-wgmma", "ada-fp8", "fp32", "exact", "blackwell-fp8"};
-  for (int g : {8, 16})
-    for (int frac : {13, 22, 23, 24, 25, 26})
-      for (const char* out : {"out=14,outround=rz", "out=24,outround=rz", "out=24,outround=rne"})
-        mma_cands.push_back(fmt::format("custom:group={},frac={},cut=rz,{}", g, frac, out));
-  const std::vector<std::string> f32_cands = {"hopper-wgmma", "fp32", "exact", "ada-fp8"};
-
-  auto add_wgmma = [&](Fp8 a, Fp8 b, cuda::Accum acc, int p, bool block) {
-    Variant v;
-    v.kernel = fmt::format("wgmma_m64n8k32_{}_{}_{}", acc == cuda::Accum::f32 ? "f32" : "f16", name_of(a), name_of(b));
-    v.name = v.kernel + (p > 0 ? fmt::format(".p{}", p) : "") + (block ? ".block128" : "");
-    v.path = "wgmma";
-    v.a = a, v.b = b;
-    v.model = acc == cuda::Accum::f32 ? "hopper-wgmma" : "hopper-wgmma-f16";
-    v.promote_every = p;
-    v.block_scales = block;
-    const bool out_f16 = acc == cuda::Accum::f16 && p == 0;
-    v.out_type = out_f16 ? "fp16" : "fp32";
-    v.candidates = acc == cuda::Accum::f32 ? f32_cands : f16_cands;
-    v.candidate_promote = {p};
-    cuda::WgmmaGemm g;
-    g.accum = acc, g.promote_every = p, g.block_scales = block, g.out_f16 = out_f16;
-    g.desc_layout = desc_layout;
-    v.run = [g](const Case& c) { return run_wgmma(g, c); };
-    vs.push_back(std::move(v));
-  };
-  for (auto [a, b] : pairs) add_wgmma(a, b, cuda::Accum::f32, 0, false);
-  add_wgmma(Fp8::e4m3, Fp8::e4m3, cuda::Accum::f32, 32, false);
-  add_wgmma(Fp8::e4m3, Fp8::e4m3, cuda::Accum::f32, 128, false);
-  add_wgmma(Fp8::e4m3, Fp8::e4m3, cuda::Accum::f32, 128, true);
-  add_wgmma(Fp8::e5m2, Fp8::e5m2, cuda::Accum::f32, 128, true);
-  add_wgmma(Fp8::e4m3, Fp8::e4m3, cuda::Accum::f32, 64, true);
-  for (auto [a, b] : pairs) add_wgmma(a, b, cuda::Accum::f16, 0, false);
-  add_wgmma(Fp8::e4m3, Fp8::e4m3, cuda::Accum::f16, 128, false);
-
-  for (auto [a, b] : pairs) {
-    Variant v;
-    v.kernel = fmt::format("mma_m16n8k32_row_col_f32_{}_{}_f32", name_of(a), name_of(b));
-    v.name = v.kernel;
-    v.path = "mma_sync";
-    v.a = a, v.b = b;
-    v.candidates = mma_cands;
-    v.candidate_promote = {0, 32};
-    v.model = "hopper-mma-sync";  // the SASS structure: permuted k16 HMMA pair + FADD into C
-    v.run = [](const Case& c) { return run_mma(c); };
-    vs.push_back(std::move(v));
-  }
-  for (bool fast : {false, true})
-    for (bool bf16 : {false, true}) {
-      Variant v;
-      v.kernel = fmt::format("cublaslt_e4m3_e4m3_{}_{}", bf16 ? "bf16" : "f32", fast ? "fastaccum" : "default");
-      v.name = v.kernel;
-      v.path = "cublaslt";
-      v.out_type = bf16 ? "bf16" : "fp32";
-      v.takes_c = false;
-      v.candidates = f32_cands;
-      v.candidate_promote = {0, 32, 64, 128, 256, 512, 1024, 2048, 4096};
-      const cuda::CublasLtGemm g{fast, bf16};
-      v.run = [g](const Case& c) {
-        Case nc = c;
-        nc.C.clear();
-        return run_lt(g, nc);
-      };
-      if (!bf16) v.run_epilogue_c = [g](const Case& c) { return run_lt(g, c); };
-      vs.push_back(std::move(v));
-    }
-  return vs;
 }
 
 }  // namespace fp8sim::hw

@@ -22,7 +22,6 @@ struct WgmmaGemm {
   int promote_every = 0;   // K elements per chunk (multiple of 32); 0 = never
   bool block_scales = false;  // sa [M][ceil(K/128)], sb [ceil(N/128)][ceil(K/128)]
   bool out_f16 = false;    // round the FP32 result to fp16 (nearest even); value stored as fp32
-  int desc_layout = 0;     // 0: LBO = K-direction core stride; 1: swapped (self-test picks)
 };
 // M % 64 == 0, N % tile_n == 0, K % 32 == 0, K > 0. C may be null (zeros).
 std::string wgmma_gemm(const WgmmaGemm& g, int M, int N, int K, const std::uint8_t* A,
