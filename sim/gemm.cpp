@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "gemm_path.hpp"
 #include "parallel.hpp"
 
 namespace fp8sim {
@@ -218,18 +219,6 @@ namespace {
 
 using i128 = __int128;
 
-// How one fused step is computed. Every path gives the bits of fused_step_exponents().
-enum class StepPath {
-  fmaf_chain,   // exact model, group 1, fp32 rne output: one fmaf per product
-  int32_float,  // products in float, terms cut to int32 (frac small enough)
-  int64_double, // products in double, terms cut to int64
-  exact_int,    // exact model: products on a fixed grid in 128-bit integers
-  reference,    // fused_step_exponents (any model, specials)
-};
-
-// Output rounding fast path: an 8-bit-exponent IEEE output (e8mX, fp32) rounded rz or rne.
-enum class OutPath { e8_rz, e8_rne, generic };
-
 struct ScaleRows {
   const float* a = nullptr;  // this output's row of A scales (null: unscaled)
   const float* b = nullptr;
@@ -238,45 +227,11 @@ struct ScaleRows {
 
 class Engine {
  public:
-  Engine(const GemmSpec& s, const Operand& A, const Operand& B) : s_(s), m_(s.model) {
-    const int lo = std::min(min_normal_exponent(A.format) - A.format.mantissa_bits,
-                            min_normal_exponent(B.format) - B.format.mantissa_bits);
-    const int hi = max_exponent(A.format) + max_exponent(B.format) + 2;  // |p| < 2^hi
-    const int sig = A.format.mantissa_bits + B.format.mantissa_bits + 2;  // product bits
-    const int lo_p = 2 * lo;                                              // smallest lsb
-    const bool float_products = sig <= 24 && lo_p >= -126 && hi <= 127;
-    const int g = m_.group == 0 ? std::max(s.promote_every, A.cols) : m_.group;
-    const int sum_bits = static_cast<int>(std::bit_width(static_cast<unsigned>(g + 1)));
-    const int f = m_.frac_bits;
-    const bool cut_rz = m_.term_cut == Rounding::rz;
-
-    if (m_.exact) {
-      const bool fp32_rne = m_.output == format_by_name("fp32") &&
-                            m_.output_rounding == Rounding::rne;
-      if (m_.group == 1 && fp32_rne && float_products) {
-        path_ = StepPath::fmaf_chain;
-      } else if (hi - lo_p + sum_bits <= 120) {
-        path_ = StepPath::exact_int;
-        exact_grid_ = lo_p;
-      } else {
-        path_ = StepPath::reference;
-      }
-    } else if (m_.c_entry == CEntry::exact) {
-      path_ = StepPath::reference;
-    } else if (float_products && f + 2 + sum_bits <= 31 && (cut_rz || f + 2 <= 22)) {
-      path_ = StepPath::int32_float;
-    } else if (f + 2 + sum_bits <= 62 && (cut_rz || f + 2 <= 51)) {
-      path_ = StepPath::int64_double;
-    } else {
-      path_ = StepPath::reference;
-    }
-
+  Engine(const GemmSpec& s, const Operand& A, const Operand& B)
+      : s_(s), m_(s.model),
+        path_(choose_gemm_path(m_, A.format, B.format,
+                               m_.group == 0 ? std::max(s.promote_every, A.cols) : m_.group)) {
     const FormatSpec& o = m_.output;
-    if (o.specials == Specials::ieee && o.exponent_bits == 8 && o.bias == 127 &&
-        (m_.output_rounding == Rounding::rz || m_.output_rounding == Rounding::rne)) {
-      out_path_ = m_.output_rounding == Rounding::rz ? OutPath::e8_rz : OutPath::e8_rne;
-      out_drop_ = 52 - o.mantissa_bits;
-    }
     // C enters the accumulator registers: fp32 for 8-bit-exponent outputs, else the output
     // format itself (an fp16 accumulator holds fp16 C).
     c_register_ = o.exponent_bits == 8 ? format_by_name("fp32") : o;
@@ -293,7 +248,7 @@ class Engine {
     for (int k0 = 0; k0 < K; k0 += chunk) {
       const int kend = std::min(K, k0 + chunk);
       double acc = k0 == 0 ? c_in(c) : 0.0;
-      if (path_ == StepPath::fmaf_chain && !special) {
+      if (path_.step == StepPath::fmaf_chain && !special) {
         float facc = static_cast<float>(acc);
         for (int k = k0; k < kend; ++k) facc = std::fmaf(a[k], b[k], facc);
         acc = facc == 0.0f ? 0.0 : facc;
@@ -336,7 +291,7 @@ class Engine {
   [[gnu::always_inline]] double fused(const float* a, const std::int16_t* ea, const float* b, const std::int16_t* eb,
                int n, double c, bool special) const {
     if (!special && std::isfinite(c)) {
-      switch (path_) {
+      switch (path_.step) {
         case StepPath::int32_float: return fast_step<float, std::int32_t>(a, ea, b, eb, n, c);
         case StepPath::int64_double: return fast_step<double, std::int64_t>(a, ea, b, eb, n, c);
         case StepPath::exact_int: return exact_step(a, b, n, c);
@@ -399,15 +354,15 @@ class Engine {
   }
 
   double exact_step(const float* a, const float* b, int n, double c) const {
-    const double to_grid = std::ldexp(1.0, -exact_grid_);
+    const double to_grid = std::ldexp(1.0, -path_.exact_grid);
     i128 sum = 0;
     for (int i = 0; i < n; ++i) sum += static_cast<i128>(double(a[i]) * double(b[i]) * to_grid);
     if (c != 0.0) {
-      const double t = std::ldexp(c, -exact_grid_);
+      const double t = std::ldexp(c, -path_.exact_grid);
       if (t != std::trunc(t) || std::fabs(t) >= 0x1p100) return exact_step_wide(a, b, n, c);
       sum += static_cast<i128>(t);
     }
-    return round_accumulator_output(m_, unrounded_from_int(sum, exact_grid_));
+    return round_accumulator_output(m_, unrounded_from_int(sum, path_.exact_grid));
   }
 
   double exact_step_wide(const float* a, const float* b, int n, double c) const {
@@ -422,17 +377,17 @@ class Engine {
   [[gnu::always_inline]] double round_output(I sum, int grid) const {
     if (sum == 0) return 0.0;
     constexpr I kExactInDouble = I(1) << (sizeof(I) == 4 ? 30 : 53);
-    if (out_path_ != OutPath::generic && sum < kExactInDouble && -sum < kExactInDouble) {
+    if (path_.out != OutPath::generic && sum < kExactInDouble && -sum < kExactInDouble) {
       const double v = static_cast<double>(sum) * pow2<double>(grid);
       const double mag = std::fabs(v);
       if (mag >= 0x1p-126) {
         if (mag >= 0x1p128) return std::copysign(INFINITY, v);
         std::uint64_t bits = std::bit_cast<std::uint64_t>(v);
-        const std::uint64_t low = (std::uint64_t{1} << out_drop_) - 1;
-        if (out_path_ == OutPath::e8_rne) {
+        const std::uint64_t low = (std::uint64_t{1} << path_.out_drop) - 1;
+        if (path_.out == OutPath::e8_rne) {
           const std::uint64_t sign = bits & (std::uint64_t{1} << 63);
           std::uint64_t m = bits & ~(std::uint64_t{1} << 63);
-          m += ((m >> out_drop_) & 1) + (low >> 1);
+          m += ((m >> path_.out_drop) & 1) + (low >> 1);
           bits = sign | (m & ~low);
         } else {
           bits &= ~low;
@@ -463,10 +418,7 @@ class Engine {
 
   const GemmSpec& s_;
   const AccumulatorSpec& m_;
-  StepPath path_ = StepPath::reference;
-  OutPath out_path_ = OutPath::generic;
-  int out_drop_ = 0;
-  int exact_grid_ = 0;
+  const GemmPath path_;
   FormatSpec c_register_;
   int c_min_exponent_ = 0;
   bool fp32_output_ = false;
@@ -502,39 +454,59 @@ void check_span(std::string_view what, std::size_t got, std::size_t want) {
     throw std::invalid_argument(fmt::format("{} has {} elements, expected {}", what, got, want));
 }
 
-}  // namespace
+// Which rows of A and B each output dots together.
+enum class Pairing {
+  all_pairs,   // gemm(): output (m, n) = A row m . B row n, D is M x N
+  row_by_row,  // batched_dot(): output t = A row t . B row t, D has T elements
+};
 
-void gemm(const GemmSpec& s, const Operand& A_in, const Operand& B_in, std::span<const float> C,
-          std::span<const float> sa, std::span<const float> sb, std::span<float> D) {
-  if (s.device != Device::cpu)  // TODO(gpu engine): dispatch to cuda/ here
-    throw std::invalid_argument(
-        fmt::format("device {}: fp8sim was built without the CUDA engine", to_string(s.device)));
+// The one engine entry under gemm() and batched_dot(): operands unpacked for the model, the
+// spec checked against the shapes, then every output through one Engine.
+void run_engine(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
+                std::span<const float> C, std::span<const float> sa, std::span<const float> sb,
+                std::span<float> D, Pairing pairing) {
   const auto ua = unpacked(s.model, A_in), ub = unpacked(s.model, B_in);
   const Operand& A = ua ? *ua : A_in;
   const Operand& B = ub ? *ub : B_in;
-  const int M = A.rows, N = B.rows, K = A.cols;
-  if (B.cols != K)
+  const bool all_pairs = pairing == Pairing::all_pairs;
+  const int M = A.rows, K = A.cols;
+  const int N = all_pairs ? B.rows : 1;
+  if (all_pairs && B.cols != K)
     throw std::invalid_argument(fmt::format("A is {} x {} but B is {} x {}: K differs", A.rows,
                                             A.cols, B.rows, B.cols));
+  if (!all_pairs && (B.rows != M || B.cols != K))
+    throw std::invalid_argument(fmt::format(
+        "batched_dot: A is {} x {} but B is {} x {}; both must be T x K", A.rows, A.cols,
+        B.rows, B.cols));
   GemmSpec spec = s;
   spec.a_format = A.format;
   spec.b_format = B.format;
   validate(spec, M, N, K);
-  const ScaleShapes sh = scale_shapes(spec, M, N, K);
-  if (!C.empty()) check_span("C", C.size(), std::size_t(M) * N);
-  check_span("D", D.size(), std::size_t(M) * N);
-  check_span("A scales", sa.size(), sh.a_rows * sh.a_cols);
-  check_span("B scales", sb.size(), sh.b_rows * sh.b_cols);
+  const int bs = scale_block(spec);
+  // Scale rows: gemm() in scale_shapes(); batched_dot() per row of A and B (a g x g block
+  // of B reduces to the 1 x g scales of its one column).
+  const ScaleShapes sh = all_pairs ? scale_shapes(spec, M, N, K)
+                                   : ScaleShapes{std::size_t(M), bs == 0 ? 1 : ceil_div(K, bs),
+                                                 std::size_t(M), bs == 0 ? 1 : ceil_div(K, bs)};
+  const std::size_t outputs = std::size_t(M) * N;
+  if (!C.empty()) check_span("C", C.size(), outputs);
+  check_span("D", D.size(), outputs);
+  if (spec.scaling != Scaling::none) {
+    check_span("A scales", sa.size(), sh.a_rows * sh.a_cols);
+    check_span("B scales", sb.size(), sh.b_rows * sh.b_cols);
+  } else if (all_pairs) {
+    check_span("A scales", sa.size(), 0);
+    check_span("B scales", sb.size(), 0);
+  }
 
   const Engine engine(spec, A, B);
   const auto a_special = special_rows(A), b_special = special_rows(B);
-  const int bs = scale_block(spec);
-  parallel_for(std::size_t(M) * N, spec.threads, [&](std::size_t begin, std::size_t end) {
+  parallel_for(outputs, spec.threads, [&](std::size_t begin, std::size_t end) {
     for (std::size_t i = begin; i < end; ++i) {
-      const std::size_t m = i / N, n = i % N;
+      const std::size_t m = i / N, n = all_pairs ? i % N : i;
       ScaleRows sc;
       if (spec.scaling != Scaling::none) {
-        const std::size_t brow = spec.scaling == Scaling::block ? n / spec.block : n;
+        const std::size_t brow = all_pairs && spec.scaling == Scaling::block ? n / spec.block : n;
         sc.a = sa.data() + (sh.a_rows == 1 ? 0 : m * sh.a_cols);
         sc.b = sb.data() + (sh.b_rows == 1 ? 0 : brow * sh.b_cols);
         sc.block = bs;
@@ -548,6 +520,16 @@ void gemm(const GemmSpec& s, const Operand& A_in, const Operand& B_in, std::span
   });
 }
 
+}  // namespace
+
+void gemm(const GemmSpec& s, const Operand& A, const Operand& B, std::span<const float> C,
+          std::span<const float> sa, std::span<const float> sb, std::span<float> D) {
+  if (s.device != Device::cpu)  // TODO(gpu engine): dispatch to cuda/ here
+    throw std::invalid_argument(
+        fmt::format("device {}: fp8sim was built without the CUDA engine", to_string(s.device)));
+  run_engine(s, A, B, C, sa, sb, D, Pairing::all_pairs);
+}
+
 void gemm(const GemmSpec& s, int M, int N, int K, std::span<const std::uint8_t> A,
           std::span<const std::uint8_t> B, std::span<const float> C, std::span<const float> sa,
           std::span<const float> sb, std::span<float> D) {
@@ -557,46 +539,10 @@ void gemm(const GemmSpec& s, int M, int N, int K, std::span<const std::uint8_t> 
   gemm(s, a, b, C, sa, sb, D);
 }
 
-void batched_dot(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
+void batched_dot(const GemmSpec& s, const Operand& A, const Operand& B,
                  std::span<const float> C, std::span<const float> sa, std::span<const float> sb,
                  std::span<float> D) {
-  const auto ua = unpacked(s.model, A_in), ub = unpacked(s.model, B_in);
-  const Operand& A = ua ? *ua : A_in;
-  const Operand& B = ub ? *ub : B_in;
-  const int T = A.rows, K = A.cols;
-  if (B.rows != T || B.cols != K)
-    throw std::invalid_argument(fmt::format(
-        "batched_dot: A is {} x {} but B is {} x {}; both must be T x K", A.rows, A.cols,
-        B.rows, B.cols));
-  GemmSpec spec = s;
-  spec.a_format = A.format;
-  spec.b_format = B.format;
-  validate(spec, T, 1, K);
-  const int bs = scale_block(spec);
-  const std::size_t per_row = bs == 0 ? 1 : ceil_div(K, bs);
-  if (!C.empty()) check_span("C", C.size(), T);
-  check_span("D", D.size(), T);
-  if (spec.scaling != Scaling::none) {
-    check_span("A scales", sa.size(), T * per_row);
-    check_span("B scales", sb.size(), T * per_row);
-  }
-  const Engine engine(spec, A, B);
-  const auto a_special = special_rows(A), b_special = special_rows(B);
-  parallel_for(T, spec.threads, [&](std::size_t begin, std::size_t end) {
-    for (std::size_t t = begin; t < end; ++t) {
-      ScaleRows sc;
-      if (spec.scaling != Scaling::none) {
-        sc.a = sa.data() + t * per_row;
-        sc.b = sb.data() + t * per_row;
-        sc.block = bs;
-      }
-      const std::size_t r = t * K;
-      const float d = engine.dot(A.value.data() + r, A.exponent.data() + r, B.value.data() + r,
-                                 B.exponent.data() + r, K, a_special[t] || b_special[t],
-                                 C.empty() ? 0.0f : C[t], sc);
-      D[t] = to_out_type(spec.out_type, d);
-    }
-  });
+  run_engine(s, A, B, C, sa, sb, D, Pairing::row_by_row);
 }
 
 float gemm_dot(const GemmSpec& s, std::span<const std::uint8_t> a,

@@ -2,4 +2,5 @@
 fp8sim_add_test(test_gemm_hwdata SOURCES test_gemm_hwdata.cpp LABELS hwdata TIMEOUT 300)
 fp8sim_add_test(test_gemm_engine SOURCES test_gemm_engine.cpp LABELS "unit;differential" TIMEOUT 600)
 fp8sim_add_test(test_gemm_cases SOURCES test_gemm_cases.cpp LABELS unit)
+fp8sim_add_test(test_gemm_path SOURCES test_gemm_path.cpp LABELS unit)
 fp8sim_add_test(test_cli_gemm SOURCES test_cli_gemm.cpp LABELS unit)

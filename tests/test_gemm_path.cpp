@@ -1,0 +1,99 @@
+// test_gemm_path: choose_gemm_path's choice of inner loop for each model and operand format.
+//
+// Each row's expected path is worked out by hand in the comment beside it from the rule the
+// engine needs for the path to be exact: float products are exact when the two significands
+// fit 24 bits and the products' range fits fp32 (e4m3: lsb 2^-18, |p| < 2^18; e5m2: 2^-32,
+// 2^32; fp16: 2^-48, 2^32; bf16's 2^-266 does not); a step of n products plus c needs
+// bit_width(n + 1) carry bits above frac + 2 bits per term (int32: <= 31, int64: <= 62; a
+// nearest-even cut also needs frac + 2 <= 22 in float, <= 51 in double); the exact model's
+// 128-bit grid needs hi - lo + carry bits <= 120. An 8-bit-exponent IEEE output rounded rz or
+// rne takes the bit-clearing output path (52 - mantissa bits dropped from a double).
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "gemm_path.hpp"
+
+using namespace fp8sim;
+
+namespace {
+
+struct Row {
+  const char* model;
+  const char* a;
+  const char* b;
+  int step_products;
+  StepPath step;
+  int exact_grid;  // exact_int only
+  OutPath out;
+  int out_drop;    // e8 output paths only
+  const char* why;
+};
+
+const char* name(StepPath p) {
+  switch (p) {
+    case StepPath::fmaf_chain: return "fmaf_chain";
+    case StepPath::int32_float: return "int32_float";
+    case StepPath::int64_double: return "int64_double";
+    case StepPath::exact_int: return "exact_int";
+    case StepPath::reference: return "reference";
+  }
+  return "?";
+}
+
+const char* name(OutPath p) {
+  switch (p) {
+    case OutPath::e8_rz: return "e8_rz";
+    case OutPath::e8_rne: return "e8_rne";
+    case OutPath::generic: return "generic";
+  }
+  return "?";
+}
+
+}  // namespace
+
+TEST_CASE("choose_gemm_path: which models take which path") {
+  using S = StepPath;
+  using O = OutPath;
+  const Row rows[] = {
+      {"hopper-wgmma", "e4m3", "e4m3", 32, S::int32_float, 0, O::e8_rz, 39, "13+2+6 = 21 <= 31; e8m13 rz"},
+      {"hopper-wgmma", "e5m2", "e5m2", 32, S::int32_float, 0, O::e8_rz, 39, "e5m2 products exact in float"},
+      {"hopper-wgmma", "e4m3", "e5m2", 32, S::int32_float, 0, O::e8_rz, 39, "mixed formats"},
+      {"hopper-wgmma", "fp16", "fp16", 32, S::int32_float, 0, O::e8_rz, 39, "fp16 products: 22 bits, 2^-48"},
+      {"hopper-wgmma", "bf16", "bf16", 32, S::int64_double, 0, O::e8_rz, 39, "bf16 products leave fp32's range"},
+      {"hopper-wgmma-f16", "e4m3", "e4m3", 32, S::int32_float, 0, O::generic, 0, "fp16 output: generic"},
+      {"ada-fp8", "e4m3", "e4m3", 16, S::int32_float, 0, O::e8_rz, 39, "13+2+5 = 20"},
+      {"blackwell-fp8", "e4m3", "e4m3", 32, S::int64_double, 0, O::e8_rz, 29, "25+2+6 = 33 > 31"},
+      {"hopper-mma-sync", "e4m3", "e4m3", 16, S::int64_double, 0, O::e8_rz, 29, "25+2+5 = 32 > 31"},
+      {"fp32", "e4m3", "e4m3", 1, S::fmaf_chain, 0, O::e8_rne, 29, "exact, group 1, fp32 rne"},
+      {"fp32", "bf16", "bf16", 1, S::reference, 0, O::e8_rne, 29, "bf16: 256 + 266 + 1 > 120"},
+      {"exact", "e4m3", "e4m3", 4096, S::exact_int, -18, O::e8_rne, 29, "18 + 18 + 13 = 49"},
+      {"exact", "e5m2", "e5m2", 4096, S::exact_int, -32, O::e8_rne, 29, "32 + 32 + 13 = 77"},
+      {"exact", "fp16", "fp16", 4096, S::exact_int, -48, O::e8_rne, 29, "32 + 48 + 13 = 93"},
+      {"exact", "bf16", "bf16", 4096, S::reference, 0, O::e8_rne, 29, "beyond 128 bits"},
+      {"custom:group=32,frac=13,out=14,cut=rz,c=exact", "e4m3", "e4m3", 32, S::reference, 0, O::e8_rz, 39,
+       "c entering exactly has no fast path"},
+      {"custom:group=32,frac=13,out=24,cut=rne,outround=rne", "e4m3", "e4m3", 32, S::int32_float, 0, O::e8_rne, 29,
+       "rne cut: 13+2 = 15 <= 22"},
+      {"custom:group=4,frac=21,out=24,cut=rne", "e4m3", "e4m3", 4, S::int64_double, 0, O::e8_rz, 29,
+       "21+2+3 = 26 fits int32, but an rne cut needs 23 <= 22 in float"},
+      {"custom:group=4,frac=29,out=24,cut=rz", "e4m3", "e4m3", 4, S::int64_double, 0, O::e8_rz, 29, "29+2+3 = 34"},
+      {"custom:group=32,frac=55,out=24,cut=rz", "e4m3", "e4m3", 32, S::reference, 0, O::e8_rz, 29, "55+2+6 = 63 > 62"},
+      {"custom:group=32,frac=50,out=24,cut=rne", "e4m3", "e4m3", 32, S::reference, 0, O::e8_rz, 29,
+       "50+2+6 = 58 fits, but an rne cut needs 52 <= 51 in double"},
+      {"custom:group=32,frac=13,out=8,cut=rz,outround=rne", "e4m3", "e4m3", 32, S::int32_float, 0, O::e8_rne, 45,
+       "bf16-wide output (e8m7) rne"},
+      {"custom:group=32,frac=13,out=14,cut=rz,outround=rna", "e4m3", "e4m3", 32, S::int32_float, 0, O::generic, 0,
+       "rna output: generic"},
+  };
+  for (const Row& r : rows) {
+    const AccumulatorSpec m = accumulator_by_name(r.model);
+    const GemmPath p = choose_gemm_path(m, format_by_name(r.a), format_by_name(r.b), r.step_products);
+    INFO(fmt::format("{} {}x{} n={} ({}) => got {} {} grid={} drop={} want {} {} grid={} drop={}", r.model, r.a,
+                     r.b, r.step_products, r.why, name(p.step), name(p.out), p.exact_grid, p.out_drop,
+                     name(r.step), name(r.out), r.exact_grid, r.out_drop));
+    CHECK(p.step == r.step);
+    CHECK(p.out == r.out);
+    if (r.step == S::exact_int) CHECK(p.exact_grid == r.exact_grid);
+    if (r.out != O::generic) CHECK(p.out_drop == r.out_drop);
+  }
+}
