@@ -41,13 +41,6 @@ std::uint8_t finite_code(const FormatSpec& f, const Draw& d, std::uint64_t s, st
   }
 }
 
-// FNV-1a: a stable hash of the suite name (std::hash is not specified across libraries).
-std::uint64_t fnv1a(const std::string& s) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char ch : s) h = (h ^ ch) * 0x100000001b3ull;
-  return h;
-}
-
 enum Stream : std::uint64_t { kA = 1, kB = 2, kC = 3, kSa = 4, kSb = 5, kAux = 6 };
 
 void fill_normal(std::vector<std::uint8_t>& v, const FormatSpec& f, const Draw& d,
@@ -86,7 +79,7 @@ std::vector<Case> make_suite(const std::string& suite, const FormatSpec& fa, con
     c.a_format = fa;
     c.b_format = fb;
     c.K = ks[ci];
-    c.seed = mix64(seed ^ mix64(fnv1a(suite)) ^ (ci + 1));
+    c.seed = mix64(seed ^ mix64(stream_of(suite)) ^ (ci + 1));
     const Draw d{c.seed};
     const int M = c.M, N = c.N, K = c.K;
     c.A.assign(static_cast<std::size_t>(M) * K, 0);

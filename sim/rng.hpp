@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 namespace fp8sim {
 
@@ -20,6 +21,14 @@ constexpr std::uint64_t mix64(std::uint64_t z) {
 // The i-th 64-bit draw of stream `stream` under `seed`.
 constexpr std::uint64_t random_u64(std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {
   return mix64(mix64(seed ^ mix64(stream)) + i * 0xd1b54a32d192ed03ull);
+}
+
+// A stream number from a name: 64-bit FNV-1a of its bytes (the same on every standard
+// library, unlike std::hash).
+constexpr std::uint64_t stream_of(std::string_view name) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (const char ch : name) h = (h ^ static_cast<unsigned char>(ch)) * 0x100000001b3ull;
+  return h;
 }
 
 // Uniform double in [0, 1) with 53 random bits.

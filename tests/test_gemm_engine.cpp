@@ -12,21 +12,16 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <cstdlib>
 
 #include "accumulator.hpp"
 #include "exact.hpp"
 #include "gemm.hpp"
 #include "rng.hpp"
+#include "test_seed.hpp"
 
 using namespace fp8sim;
 
 namespace {
-
-std::uint64_t seed() {
-  const char* env = std::getenv("FP8SIM_SEED");
-  return env ? std::strtoull(env, nullptr, 0) : 20261123;
-}
 
 std::uint32_t bits(float x) { return std::bit_cast<std::uint32_t>(x); }
 bool same(float x, float y) { return bits(x) == bits(y) || (std::isnan(x) && std::isnan(y)); }
@@ -37,7 +32,7 @@ std::vector<std::uint32_t> random_codes(const FormatSpec& f, std::size_t n, std:
   std::vector<std::uint32_t> out(n);
   const std::uint32_t count = code_count(f);
   for (std::size_t i = 0; i < n; ++i) {
-    std::uint64_t r = random_u64(seed(), stream, i);
+    std::uint64_t r = random_u64(test_seed(), stream, i);
     std::uint32_t c = static_cast<std::uint32_t>(r % count);
     const auto cls = classify(f, c);
     const bool special = cls == ValueClass::nan || cls == ValueClass::inf;
@@ -99,7 +94,7 @@ std::vector<float> reference_gemm(const GemmSpec& s, const Operand& A, const Ope
 std::vector<float> random_scales(std::size_t n, std::uint64_t stream) {
   std::vector<float> v(n);
   for (std::size_t i = 0; i < n; ++i) {
-    const std::uint64_t r = random_u64(seed(), stream, i);
+    const std::uint64_t r = random_u64(test_seed(), stream, i);
     v[i] = std::ldexp(1.0f + float(r % 1024) / 1024.0f, int((r >> 20) % 16) - 8);
   }
   return v;
@@ -116,7 +111,7 @@ void check_engine(const GemmSpec& s, const Operand& A, const Operand& B, const s
     if (bad++ < 3)
       UNSCOPED_INFO(fmt::format("seed={} model={} a={} b={} K={} promote={} scaling={} ({}, {}) => "
                                 "got {:08x} want {:08x}",
-                                seed(), s.model.name, A.format.name, B.format.name, A.cols,
+                                test_seed(), s.model.name, A.format.name, B.format.name, A.cols,
                                 s.promote_every, to_string(s.scaling), i / B.rows, i % B.rows,
                                 bits(D[i]), bits(want[i])));
   }
@@ -159,7 +154,7 @@ TEST_CASE("engine equals the reference step over a grid of models", "[unit][diff
       const Operand B = random_operand(format_by_name("e5m2"), N, K, stream++);
       std::vector<float> C(M * N);
       for (std::size_t i = 0; i < C.size(); ++i)
-        C[i] = std::ldexp(float(random_u64(seed(), stream, i) % 2001) - 1000.0f, -6);
+        C[i] = std::ldexp(float(random_u64(test_seed(), stream, i) % 2001) - 1000.0f, -6);
       ++stream;
       for (int promote : {0, 64}) {
         if (promote % g) continue;
@@ -225,14 +220,14 @@ TEST_CASE("exact model equals the Boost exact reference", "[unit][differential]"
       std::vector<double> a(A.value.begin(), A.value.end()), b(B.value.begin(), B.value.end());
       std::vector<float> C(M * N);
       for (std::size_t i = 0; i < C.size(); ++i)
-        C[i] = std::ldexp(1.0f + float(i), int(random_u64(seed(), stream, i) % 40) - 20);
+        C[i] = std::ldexp(1.0f + float(i), int(random_u64(test_seed(), stream, i) % 40) - 20);
       ++stream;
       const std::vector<double> Cd(C.begin(), C.end());
       const auto want = exact_gemm(M, N, K, a, b, Cd, format_by_name("fp32"));
       std::vector<float> D(M * N);
       gemm(s, A, B, C, {}, {}, D);
       for (int i = 0; i < M * N; ++i) {
-        INFO(fmt::format("seed={} {} K={} ({}) => got {:08x} want {:08x}", seed(), f, K, i,
+        INFO(fmt::format("seed={} {} K={} ({}) => got {:08x} want {:08x}", test_seed(), f, K, i,
                          bits(D[i]), bits(float(want[i]))));
         CHECK(bits(D[i]) == bits(float(want[i])));
       }
@@ -291,7 +286,7 @@ TEST_CASE("product order inside a group and the thread count do not matter", "[u
   std::vector<std::uint32_t> pa(a), pb(b);
   for (int t = 0; t < T; ++t)  // the same permutation applied to a and b of each row
     for (int i = K - 1; i > 0; --i) {
-      const int j = int(random_u64(seed(), 13002, std::size_t(t) * K + i) % (i + 1));
+      const int j = int(random_u64(test_seed(), 13002, std::size_t(t) * K + i) % (i + 1));
       std::swap(pa[t * K + i], pa[t * K + j]);
       std::swap(pb[t * K + i], pb[t * K + j]);
     }

@@ -5,7 +5,6 @@
 
 #include <bit>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <vector>
 
@@ -13,20 +12,12 @@
 #include "format.hpp"
 #include "metrics.hpp"
 #include "rng.hpp"
+#include "test_seed.hpp"
 
 using namespace fp8sim;
 
 namespace {
 const double kInf = std::numeric_limits<double>::infinity();
-
-std::uint64_t test_seed() {
-  const char* s = std::getenv("FP8SIM_SEED");
-  const std::uint64_t seed = s ? std::strtoull(s, nullptr, 0) : 20261123;
-  static bool printed = false;
-  if (!printed) fmt::print("test_metrics: seed {} (set FP8SIM_SEED to change)\n", seed);
-  printed = true;
-  return seed;
-}
 }  // namespace
 
 TEST_CASE("snr_db, rel_err, ulp_err on hand-computable cases", "[metrics]") {

@@ -6,32 +6,22 @@
 // has at most k bits.
 // Check: N = 20000 roundings of each x; the count of "hi" results must be within 5 sigma of
 // N * p (sigma = sqrt(N p (1-p))), and p within 2^-k of f. The seed is printed; set
-// FP8SIM_SR_SEED to rerun with another.
+// FP8SIM_SEED to rerun with another (test_seed.hpp).
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <vector>
 
 #include "format.hpp"
 #include "rng.hpp"
 #include "rounding.hpp"
+#include "test_seed.hpp"
 
 using namespace fp8sim;
 
-namespace {
-
-std::uint64_t seed_from_env() {
-  const char* s = std::getenv("FP8SIM_SR_SEED");
-  return s ? std::strtoull(s, nullptr, 0) : 0x5eed2026ull;
-}
-
-}  // namespace
-
 TEST_CASE("stochastic rounding is unbiased within 5 sigma", "[sr]") {
-  const std::uint64_t seed = seed_from_env();
-  std::printf("seed 0x%llx (FP8SIM_SR_SEED overrides)\n", static_cast<unsigned long long>(seed));
+  const std::uint64_t seed = test_seed();
   constexpr int kN = 20000;
   const char* formats[] = {"e4m3", "e5m2", "e2m1", "e3m4", "fp16", "bf16"};
   const int bit_counts[] = {2, 5, 8, 32};

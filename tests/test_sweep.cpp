@@ -6,7 +6,6 @@
 
 #include <bit>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <sstream>
 #include <vector>
@@ -18,19 +17,11 @@
 #include "rounding.hpp"
 #include "scaling.hpp"
 #include "sweep.hpp"
+#include "test_seed.hpp"
 
 using namespace fp8sim;
 
 namespace {
-
-std::uint64_t test_seed() {
-  const char* s = std::getenv("FP8SIM_SEED");
-  const std::uint64_t seed = s ? std::strtoull(s, nullptr, 0) : 20261123;
-  static bool printed = false;
-  if (!printed) fmt::print("test_sweep: seed {} (set FP8SIM_SEED to change)\n", seed);
-  printed = true;
-  return seed;
-}
 
 std::string trial_line(const SweepResult& r, const TrialResult& t) {
   std::string s;
