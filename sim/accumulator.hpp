@@ -28,6 +28,15 @@ enum class CEntry : std::uint8_t {
 CEntry parse_c_entry(std::string_view s);  // join|exact|add
 std::string_view to_string(CEntry c);
 
+// One accumulator model. Which fields count in which combination:
+//   exact = true   c and the step's products are summed exactly and rounded once, so
+//                  frac_bits, term_cut, renormalise_products and unpack are ignored and
+//                  c_entry only tells add from the rest (join and exact give the same sum);
+//                  group 0 (one step per chunk) is allowed only here;
+//   block = 0      one step per instruction; interleave must be false (validate() rejects it);
+//   block > 0      a multiple of group, steps chained from zero, their result entering c as
+//                  with CEntry::add whatever c_entry says.
+// validate() rejects every other invalid combination.
 struct AccumulatorSpec {
   std::string name;            // preset name, or the custom: text it was parsed from
   int group = 32;              // products fused per step (>= 1)

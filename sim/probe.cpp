@@ -754,17 +754,23 @@ ProbeReport Prober::run() {
 
 AccumulatorSpec ProbeReport::as_model() const {
   const int bits = std::clamp(out_bits, 1, 24);
-  std::string spec = fmt::format(
-      "custom:group={},frac={},out={},cut={},outround={},c={},renorm={}", group,
-      frac_bits < 0 ? std::string("exact") : std::to_string(frac_bits), bits,
-      to_string(term_cut), to_string(output_rounding),
-      c_added_after ? "add" : c_joins ? "join" : "exact", renormalise ? 1 : 0);
-  if (out_max_exponent == 15)
-    spec += bits == 11 ? ",outfmt=fp16" : fmt::format(",outfmt=e5m{}", bits - 1);
-  if (block > 0) spec += fmt::format(",block={},interleave={}", block, interleave ? 1 : 0);
-  if (!unpack.empty()) spec += ",unpack=" + unpack;
-  AccumulatorSpec m = accumulator_by_name(spec);
+  AccumulatorSpec m;
+  m.name = "probed";
+  m.group = group;
+  m.exact = frac_bits < 0;  // no cut seen: frac_bits keeps its default, unused
+  if (!m.exact) m.frac_bits = frac_bits;
+  m.term_cut = term_cut;
+  m.c_entry = c_added_after ? CEntry::add : c_joins ? CEntry::join : CEntry::exact;
+  m.renormalise_products = renormalise;
+  // The output: `bits` significant bits with fp32's range, or fp16's when it overflows there.
+  m.output = format_by_name(out_max_exponent == 15 ? (bits == 11 ? std::string("fp16") : fmt::format("e5m{}", bits - 1))
+                                                   : fmt::format("e8m{}", bits - 1));
+  m.output_rounding = output_rounding;
+  m.block = block;
+  m.interleave = block > 0 && interleave;
+  if (!unpack.empty()) m.unpack = format_by_name(unpack);
   m.evidence = "fp8sim probe";
+  validate(m);
   return m;
 }
 

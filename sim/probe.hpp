@@ -90,7 +90,7 @@ struct ProbeReport {
   bool out_bits_identified = false;       // false: out_bits only bounded (lower bound kept)
   bool output_rounding_identified = false;
 
-  AccumulatorSpec as_model() const;       // custom model with these parameters
+  AccumulatorSpec as_model() const;       // the model with these parameters (name "probed")
   std::string describe() const;           // one line, as `fp8sim models` prints a model
 };
 
