@@ -87,7 +87,9 @@ std::string describe(const AccumulatorSpec& m);
 // or c gives that Inf; a finite sum beyond the output's range overflows to Inf.
 // Each operand aligns on its own exponent: the formats are unknown here (chained_dot takes
 // them, for subnormal operands and AccumulatorSpec::unpack).
-// This is the plain reference implementation; gemm.hpp has the fast engine.
+// This is the plain reference implementation; sim/gemm.cpp's fast clones (fused_step_fast,
+// fused_step_exact_fast, round_accumulator_output_fast) are pinned to it by
+// tests/test_gemm_engine.cpp.
 double fused_step(const AccumulatorSpec& m, const double* a, const double* b, int n, double c);
 
 // The same step with each operand's alignment exponent given (gemm.hpp's Operand::exponent:

@@ -1,9 +1,10 @@
-// exact: fixed-point Boost.Multiprecision sums; rounded once through round_to_format.
+// exact: exact sums (Boost.Multiprecision fixed point, and exact_dot_fast without it), each rounded once.
 #include "exact.hpp"
 
 #include <boost/multiprecision/cpp_int.hpp>
 #include <fmt/format.h>
 
+#include <array>
 #include <cmath>
 #include <stdexcept>
 
@@ -99,7 +100,8 @@ std::uint32_t ExactSum::round_to(const FormatSpec& f, const RoundingSpec& r) con
 
 double ExactSum::to_double() const {
   // A double is e11m52 with bias 1023, which FormatSpec cannot hold (8 exponent bits at
-  // most); round to 53 bits here with the same rule, in one place.
+  // most); round to 53 bits here with the same rule (exact_dot_fast, below, rounds its own
+  // sum to double; tests/test_exact.cpp pins the two together).
   const Unrounded u = unrounded();
   if (u.significand == 0) return 0.0;
   const int msb = 63 - __builtin_clzll(u.significand);
@@ -142,6 +144,130 @@ std::vector<double> exact_gemm(int M, int N, int K, std::span<const double> A,
       D[std::size_t(m) * N + n] = decode(out, s.round_to(out, r));
     }
   return D;
+}
+
+// ---- exact_dot_fast: exact_dot rounded, without Boost ---------------------------------------------------------------------
+
+namespace {
+
+// value = sum_i digit[i] * 2^(32 i + kLowBit); digits are carry-save int64 until normalised.
+// Terms need lsb >= 2^kLowBit (products >= 2^-968 and their fma remainders qualify) and
+// msb below 2^(kLowBit + 32 (kDigits - 1)); the last digit carries the sign.
+constexpr int kLowBit = -1184;
+constexpr int kDigits = 70;  // top bit 2^(32*68 - 1184) = 2^992 before the sign digit
+
+struct FixedAccumulator {
+  std::array<std::int64_t, kDigits> d{};
+  std::size_t adds = 0;
+
+  void add(double x) {
+    if (x == 0.0) return;
+    int e = 0;
+    const double m = std::frexp(x, &e);                       // x = m 2^e, 0.5 <= |m| < 1
+    const auto mi = static_cast<std::int64_t>(std::ldexp(m, 53));  // exact 53-bit integer
+    const int lsb = e - 53 - kLowBit;
+    if (lsb < 0 || lsb / 32 + 2 >= kDigits - 1)
+      throw std::domain_error(fmt::format("exact_dot_fast: term {} is outside the range", x));
+    const int i = lsb / 32, s = lsb % 32;
+    __int128 v = static_cast<__int128>(mi) << s;              // < 2^86 in magnitude
+    d[i] += static_cast<std::int64_t>(v & 0xffffffff);
+    v >>= 32;
+    d[i + 1] += static_cast<std::int64_t>(v & 0xffffffff);
+    v >>= 32;
+    d[i + 2] += static_cast<std::int64_t>(v);
+    if (++adds == (1u << 29)) normalise();                    // |digit| stays < 2^62
+  }
+
+  // Carries so every digit but the last is in [0, 2^32); the last holds the sign.
+  void normalise() {
+    for (int i = 0; i + 1 < kDigits; ++i) {
+      const std::int64_t carry = d[i] >> 32;  // arithmetic shift: floor division
+      d[i] -= carry * (std::int64_t(1) << 32);
+      d[i + 1] += carry;
+    }
+    adds = 0;
+  }
+
+  // The value as Unrounded: top 64 bits plus sticky.
+  Unrounded unrounded() {
+    normalise();
+    Unrounded u;
+    const bool neg = d[kDigits - 1] < 0;
+    std::array<std::uint32_t, kDigits> mag{};
+    if (neg) {  // two's complement negation of the whole number
+      std::uint64_t carry = 1;
+      for (int i = 0; i < kDigits; ++i) {
+        const std::uint64_t x = static_cast<std::uint32_t>(~static_cast<std::uint32_t>(d[i])) + carry;
+        mag[i] = static_cast<std::uint32_t>(x);
+        carry = x >> 32;
+      }
+    } else {
+      for (int i = 0; i < kDigits; ++i) mag[i] = static_cast<std::uint32_t>(d[i]);
+    }
+    int top = kDigits - 1;
+    while (top >= 0 && mag[top] == 0) --top;
+    if (top < 0) return u;  // exact zero
+    // Gather 96 bits from digits top, top-1, top-2 and fold everything lower into sticky.
+    unsigned __int128 w = 0;
+    for (int j = 0; j < 3; ++j) {
+      w <<= 32;
+      if (top - j >= 0) w |= mag[top - j];
+    }
+    bool sticky = false;
+    for (int j = top - 3; j >= 0; --j) sticky |= mag[j] != 0;
+    int msb = 95;  // w holds bits 0..95; find its leading one
+    while (!((w >> msb) & 1)) --msb;
+    const int drop = msb - 63;  // keep 64 bits
+    std::uint64_t sig;
+    if (drop > 0) {
+      sticky |= (w & ((static_cast<unsigned __int128>(1) << drop) - 1)) != 0;
+      sig = static_cast<std::uint64_t>(w >> drop);
+    } else {
+      sig = static_cast<std::uint64_t>(w << -drop);
+    }
+    u.negative = neg;
+    u.significand = sig;
+    // w's bit 0 has weight 2^(32 (top - 2) + kLowBit); sig's lsb is bit `drop` of w.
+    u.exponent = 32 * (top - 2) + kLowBit + drop;
+    u.sticky = sticky;
+    return u;
+  }
+};
+
+}  // namespace
+
+ExactDot exact_dot_fast(std::span<const double> a, std::span<const double> b) {
+  if (a.size() != b.size())
+    throw std::invalid_argument(
+        fmt::format("exact_dot_fast: a has {} elements, b has {}", a.size(), b.size()));
+  FixedAccumulator acc;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double x = a[i], y = b[i];
+    if (!std::isfinite(x) || !std::isfinite(y))
+      throw std::domain_error("exact_dot_fast: non-finite input");
+    const double p = x * y;
+    if (p == 0.0 && x != 0.0 && y != 0.0)
+      throw std::domain_error(fmt::format("exact_dot_fast: product {} * {} underflows", x, y));
+    if (!std::isfinite(p))
+      throw std::domain_error(fmt::format("exact_dot_fast: product {} * {} overflows", x, y));
+    const double r = std::fma(x, y, -p);  // exact remainder unless the product is subnormal
+    if (p != 0.0 && std::fabs(p) < 0x1p-968)
+      throw std::domain_error(fmt::format("exact_dot_fast: product {} * {} is too small", x, y));
+    acc.add(p);
+    acc.add(r);
+  }
+  Unrounded u = acc.unrounded();
+  ExactDot out{0.0, 0.0f};
+  if (u.significand == 0) return out;
+  // Nearest double: the 64-bit significand with the sticky bit folded into its lsb, which
+  // lies below double's rounding point, so one conversion rounds correctly.
+  const std::uint64_t s = u.significand | (u.sticky ? 1u : 0u);
+  const double mag = std::ldexp(static_cast<double>(s), u.exponent);
+  out.nearest_double = u.negative ? -mag : mag;
+  static const FormatSpec fp32 = format_by_name("fp32");
+  out.nearest_float = static_cast<float>(
+      decode(fp32, round_to_format(u, fp32, {Rounding::rne, Overflow::nonsat, 32})));
+  return out;
 }
 
 }  // namespace fp8sim

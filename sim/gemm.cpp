@@ -1,5 +1,14 @@
 // gemm: the FP8 GEMM engine. Integer inner loop for the common models; the reference fused
 // step (accumulator.cpp) for everything else, so both always give the same bits.
+//
+// Fast clones in this file, each named after the function it clones and pinned to it bit
+// for bit by tests/test_gemm_engine.cpp ("engine equals the reference step over a grid of
+// models", "exact model equals the Boost exact reference"):
+//   fused_step_fast                  fused_step_exponents steps 3-4 (align, cut, sum) in int32/int64
+//   fused_step_exact_fast            fused_step_exponents step 2 (exact model) in 128-bit integers
+//   round_accumulator_output_fast    round_accumulator_output for 8-bit-exponent outputs, rz/rne
+//   the fmaf chain in Engine::dot    the exact model with group 1 and an fp32 rne output
+// choose_gemm_path (gemm_path.hpp) decides which of them a model may take.
 #include "gemm.hpp"
 
 #include <fmt/format.h>
@@ -292,9 +301,9 @@ class Engine {
                int n, double c, bool special) const {
     if (!special && std::isfinite(c)) {
       switch (path_.step) {
-        case StepPath::int32_float: return fast_step<float, std::int32_t>(a, ea, b, eb, n, c);
-        case StepPath::int64_double: return fast_step<double, std::int64_t>(a, ea, b, eb, n, c);
-        case StepPath::exact_int: return exact_step(a, b, n, c);
+        case StepPath::int32_float: return fused_step_fast<float, std::int32_t>(a, ea, b, eb, n, c);
+        case StepPath::int64_double: return fused_step_fast<double, std::int64_t>(a, ea, b, eb, n, c);
+        case StepPath::exact_int: return fused_step_exact_fast(a, b, n, c);
         default: break;
       }
     }
@@ -314,7 +323,7 @@ class Engine {
 
   // Steps 3-4 of fused_step_exponents with products held in V and terms summed in I.
   template <class V, class I>
-  [[gnu::always_inline]] double fast_step(const float* a, const std::int16_t* ea, const float* b,
+  [[gnu::always_inline]] double fused_step_fast(const float* a, const std::int16_t* ea, const float* b,
                    const std::int16_t* eb, int n, double c) const {
     // 3. Alignment exponent (zero operands carry kZeroExponent, far below any product).
     int emax = INT_MIN / 2;
@@ -350,31 +359,33 @@ class Engine {
       const double x = c * pow2<double>(shift);
       sum += static_cast<I>(m_.term_cut == Rounding::rz ? std::trunc(x) : std::nearbyint(x));
     }
-    return round_output(sum, emax - m_.frac_bits);
+    return round_accumulator_output_fast(sum, emax - m_.frac_bits);
   }
 
-  double exact_step(const float* a, const float* b, int n, double c) const {
+  // Step 2 of fused_step_exponents (exact model): products on the grid 2^exact_grid in i128.
+  double fused_step_exact_fast(const float* a, const float* b, int n, double c) const {
     const double to_grid = std::ldexp(1.0, -path_.exact_grid);
     i128 sum = 0;
     for (int i = 0; i < n; ++i) sum += static_cast<i128>(double(a[i]) * double(b[i]) * to_grid);
     if (c != 0.0) {
       const double t = std::ldexp(c, -path_.exact_grid);
-      if (t != std::trunc(t) || std::fabs(t) >= 0x1p100) return exact_step_wide(a, b, n, c);
+      if (t != std::trunc(t) || std::fabs(t) >= 0x1p100) return fused_step_exact_wide(a, b, n, c);
       sum += static_cast<i128>(t);
     }
     return round_accumulator_output(m_, unrounded_from_int(sum, path_.exact_grid));
   }
 
-  double exact_step_wide(const float* a, const float* b, int n, double c) const {
+  double fused_step_exact_wide(const float* a, const float* b, int n, double c) const {
     thread_local std::vector<double> av, bv;
     av.assign(a, a + n);
     bv.assign(b, b + n);
     return fused_step(m_, av.data(), bv.data(), n, c);  // exact model: exponents unused
   }
 
-  // The step's output rounding of sum * 2^grid (steps 4-5 of fused_step_exponents).
+  // round_accumulator_output(m_, unrounded_from_int(sum, grid)) (steps 4-5 of
+  // fused_step_exponents), by clearing double bits for an e8 output rounded rz or rne.
   template <class I>
-  [[gnu::always_inline]] double round_output(I sum, int grid) const {
+  [[gnu::always_inline]] double round_accumulator_output_fast(I sum, int grid) const {
     if (sum == 0) return 0.0;
     constexpr I kExactInDouble = I(1) << (sizeof(I) == 4 ? 30 : 53);
     if (path_.out != OutPath::generic && sum < kExactInDouble && -sum < kExactInDouble) {

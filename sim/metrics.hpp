@@ -1,5 +1,5 @@
-// metrics: error measures of one computed dot product against exact references, a fast
-// exact dot product for the references, and seeded summaries (quantiles, bootstrap CIs).
+// metrics: error measures of one computed dot product against exact references (exact.hpp)
+// and seeded summaries (quantiles, bootstrap CIs).
 //
 // Definitions (used by every sweep, CSV and plot):
 //   snr_db  = 10 log10(ref^2 / (got - ref)^2)   +inf when got == ref exactly; -inf when
@@ -20,16 +20,6 @@ double rel_err(double ref, double got);
 // The fp32 ulp at x: 2^(max(floor(log2|x|), -126) - 23); 2^-149 at x = 0.
 double ulp32(double x);
 double ulp_err(double ref, double got);
-
-// Exact sum of products of finite doubles (each product split exactly with fma, summed in a
-// 2,240-bit fixed-point accumulator of 32-bit digits), rounded once. About 20x faster than
-// ExactSum; tests/test_metrics.cpp checks it against ExactSum.
-struct ExactDot {
-  double nearest_double;  // correctly rounded to double (round to nearest even)
-  float nearest_float;    // correctly rounded to fp32 (nearest even; overflow gives inf)
-};
-// Throws std::domain_error for a non-finite input or a product that under/overflows double.
-ExactDot exact_dot_fast(std::span<const double> a, std::span<const double> b);
 
 // ---- summaries -----------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-// rounding: round_to_format, the single place where fp8sim rounds and decides overflow.
+// rounding: round_to_format, the reference rounding and overflow of fp8sim (fast clones: rounding.hpp).
 #include "rounding.hpp"
 
 #include <fmt/format.h>

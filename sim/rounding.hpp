@@ -1,8 +1,17 @@
-// rounding: the one function that rounds an exact value into a FormatSpec.
+// rounding: the reference function that rounds an exact value into a FormatSpec.
 //
-// Every conversion and every accumulator output in fp8sim ends in round_to_format():
-// encoding from double, rounding an exact Boost.Multiprecision sum, the 14-bit output of
-// Hopper's accumulator. Rounding and overflow are decided nowhere else.
+// round_to_format() defines every rounding in fp8sim: encoding from double, rounding an exact
+// Boost.Multiprecision sum, the 14-bit output of Hopper's accumulator. A few hot loops round
+// in a fast clone instead, each pinned to the reference bit for bit by a test:
+//   encode_batch (convert_batch.cpp)                 test_format_batch, test_format_cuda_fp8
+//   the GEMM engine's fused_step_fast term cuts and
+//   round_accumulator_output_fast (gemm.cpp)         test_gemm_engine
+//   exact_dot_fast's nearest fp32 goes through round_to_format; doubles are beyond FormatSpec,
+//   so ExactSum::to_double and exact_dot_fast round to double each on their own (exact.cpp),
+//   pinned to each other by test_exact
+// The accumulator's term cut (cut_to_grid in accumulator.cpp: rz or rne to an integer grid)
+// is the one rounding outside this file without a reference here; test_gemm_cases works it
+// by hand.
 #pragma once
 
 #include <cstdint>

@@ -10,6 +10,7 @@
 #include <ostream>
 #include <stdexcept>
 
+#include "exact.hpp"
 #include "gemm.hpp"
 #include "parallel.hpp"
 #include "rng.hpp"

@@ -1,4 +1,4 @@
-# Formats, rounding and the encode/decode/table CLI (issue 2).
+# Formats, rounding, exact sums and the encode/decode/table CLI (issue 2).
 
 # cuda_fp8.h: CUDA's host-side FP8 conversions are the oracle of test_format_cuda_fp8. The
 # header compiles with the host compiler alone; without it the test prints "waived" (exit 77).
@@ -17,6 +17,7 @@ endif()
 
 fp8sim_add_test(test_format_codes SOURCES test_format_codes.cpp LABELS "unit;exhaustive" TIMEOUT 300)
 fp8sim_add_test(test_rounding_boost SOURCES test_rounding_boost.cpp LABELS differential TIMEOUT 600)
+fp8sim_add_test(test_exact SOURCES test_exact.cpp LABELS "unit;differential" TIMEOUT 120)
 fp8sim_add_test(test_rounding_sr SOURCES test_rounding_sr.cpp LABELS unit TIMEOUT 300)
 fp8sim_add_test(test_cli_convert SOURCES test_cli_convert.cpp LABELS unit TIMEOUT 300)
 add_dependencies(test_cli_convert fp8sim)
