@@ -4,7 +4,7 @@
 // and B rows are both K-contiguous, so each fragment register is 4 consecutive FP8 codes).
 // C is loaded into the accumulator fragment and the whole K is chained through it: this
 // measures the instruction itself, with no promotion. On sm_90a ptxas lowers this PTX to
-// FP8->FP16 conversions plus HMMA.16816.F32 (see cuda/README notes in the report).
+// FP8->FP16 conversions plus HMMA.16816.F32 (tests/data/hw/reports/sass_mma_sync_e4m3_excerpt.txt).
 #include <cuda_runtime.h>
 
 #include <string>

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# run: the main job. Installs and builds (tests/setup.sh), then runs experiments a-g with
-# their default (quick) sizes into out/<name>/ and draws their figures. Extra arguments go
-# to every experiment binary (e.g. --paper for paper-size trial counts, --threads 4).
+# run: the main job. Installs and builds (tests/setup.sh), then runs every experiment (the list
+# experiments/sweeps.cmake writes to build/experiments/experiments.txt) with its default
+# (quick) sizes into out/<name>/ and draws its figures. Extra arguments go to every
+# experiment binary (e.g. --paper for paper-size trial counts, --threads 4).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/tests/setup.sh"
 cd "$root"
 python="$root/.venv/bin/python"
-experiments=(a_length b_promotion c_blockscale d_correlation e_deepseek f_hw_design g_storage)
+mapfile -t experiments < "$root/build/experiments/experiments.txt"
 start=$SECONDS
 for name in "${experiments[@]}"; do
   echo "\$ build/experiments/exp_$name --out out/$name $*"

@@ -16,7 +16,6 @@ endforeach()
 # "fp8sim-hw: no CUDA device" and exits 77 (skipped).
 if(TARGET fp8sim-hw)
   foreach(sub check probe bench cvt)
-    add_test(NAME hw_gpu_${sub} COMMAND fp8sim-hw ${sub})
-    set_tests_properties(hw_gpu_${sub} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 900)
+    fp8sim_add_test(hw_gpu_${sub} COMMAND fp8sim-hw ${sub} LABELS gpu TIMEOUT 900)
   endforeach()
 endif()

@@ -5,8 +5,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-pkgs=(cmake ninja-build g++ git libeigen3-dev libboost-dev libfmt-dev catch2 libcli11-dev
-      nlohmann-json3-dev libbenchmark-dev python3-venv)
+pkgs=(cmake ninja-build g++ git libboost-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev
+      python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# test_notebooks: the notebooks cannot rot. Runs experiments a-g with small trial counts into a
+# test_notebooks: the notebooks cannot rot. Runs every experiment with small trial counts into a
 # temporary folder, draws every figure with its plot script, and executes every notebook in
 # notebooks/ on those outputs (nbconvert, kernel python3 of the given Python). Also checks that
 # the committed notebooks carry no outputs.
-# Usage: test_notebooks.sh <python> <folder with exp_* binaries> <repository root>
+# Usage: test_notebooks.sh <python> <build/experiments: the exp_* binaries and experiments.txt,
+#        the list experiments/sweeps.cmake writes> <repository root>
 set -euo pipefail
 python="$1" bindir="$2" root="$3"
 if ! "$python" -c "import nbconvert, ipykernel, matplotlib, pandas" 2>/dev/null; then
@@ -12,7 +13,8 @@ if ! "$python" -c "import nbconvert, ipykernel, matplotlib, pandas" 2>/dev/null;
 fi
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-for name in a_length b_promotion c_blockscale d_correlation e_deepseek f_hw_design g_storage; do
+mapfile -t experiments < "$bindir/experiments.txt"
+for name in "${experiments[@]}"; do
   "$bindir/exp_$name" --out "$tmp/$name" --trials 24 --seed 7 > "$tmp/$name.log"
   MPLCONFIGDIR="$tmp/mpl" "$python" "$root/experiments/plot_$name.py" "$tmp/$name" >> "$tmp/$name.log"
   for f in "$name.csv" "${name}_summary.csv" "$name.json" "$name.png" "$name.svg"; do
