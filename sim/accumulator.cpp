@@ -134,6 +134,10 @@ void validate(const AccumulatorSpec& m) {
   if (m.block != 0 && (m.group < 1 || m.block % m.group != 0 || m.block < 0))
     throw std::invalid_argument(fmt::format(
         "model '{}': block {} must be a multiple of the group {}", m.name, m.block, m.group));
+  if (m.block != 0 && m.c_entry != CEntry::add)
+    throw std::invalid_argument(fmt::format(
+        "model '{}': block {} needs c=add (a block's result enters c with one add)", m.name,
+        m.block));
   if (m.interleave && (m.block != 2 * m.group || m.group % 2 != 0))
     throw std::invalid_argument(fmt::format(
         "model '{}': interleave needs block = 2 x group (an even group)", m.name));

@@ -34,9 +34,9 @@ std::string_view to_string(CEntry c);
 //                  c_entry only tells add from the rest (join and exact give the same sum);
 //                  group 0 (one step per chunk) is allowed only here;
 //   block = 0      one step per instruction; interleave must be false (validate() rejects it);
-//   block > 0      a multiple of group, steps chained from zero, their result entering c as
-//                  with CEntry::add whatever c_entry says.
-// validate() rejects every other invalid combination.
+//   block > 0      a multiple of group, steps chained from zero, their result entering c
+//                  with one add: c_entry must be add (validate() rejects the others).
+// validate() also rejects out-of-range values (see validate below).
 struct AccumulatorSpec {
   std::string name;            // preset name, or the custom: text it was parsed from
   int group = 32;              // products fused per step (>= 1)
@@ -74,7 +74,8 @@ const std::vector<AccumulatorSpec>& accumulator_presets();
 // Throws std::invalid_argument naming the bad key or value.
 AccumulatorSpec accumulator_by_name(std::string_view name);
 
-// Checks ranges (group >= 1, frac_bits 0..62, output width); throws std::invalid_argument.
+// Checks ranges (group >= 1, frac_bits 0..62, output width) and the combinations above;
+// throws std::invalid_argument.
 void validate(const AccumulatorSpec& m);
 
 // One line: "group=32 frac=13 cut=rz c=join renorm=0 out=e8m13 outround=rz" (then block,

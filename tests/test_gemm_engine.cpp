@@ -326,4 +326,7 @@ TEST_CASE("bad GEMM specs are rejected with a message", "[unit]") {
   CHECK_THROWS_WITH(decode_operand(format_by_name("e4m3"), 3, 4, codes), Catch::Contains("is not 3 x 4"));
   CHECK_THROWS_WITH(operand_from_values(format_by_name("e4m3"), 1, 1, std::vector<double>{0.3}),
                     Catch::Contains("not representable"));
+  // Combinations whose fields would be ignored (accumulator.hpp) are rejected.
+  CHECK_THROWS_WITH(accumulator_by_name("custom:group=8,block=16,c=join"), Catch::Contains("needs c=add"));
+  CHECK_THROWS_WITH(accumulator_by_name("custom:group=8,interleave=1"), Catch::Contains("interleave needs"));
 }
