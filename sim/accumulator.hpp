@@ -38,7 +38,8 @@ std::string_view to_string(CEntry c);
 //                  with one add: c_entry must be add (validate() rejects the others).
 // validate() also rejects out-of-range values (see validate below).
 struct AccumulatorSpec {
-  std::string name;            // preset name, or the custom: text it was parsed from
+  std::string name;            // preset name, the custom: text it was parsed from, or "probed"
+                               // (ProbeReport::as_model)
   int group = 32;              // products fused per step (>= 1)
   int frac_bits = 13;          // fraction bits kept below the group's largest exponent (0..62)
   Rounding term_cut = Rounding::rz;  // how each aligned term is cut: rz or rne

@@ -763,8 +763,9 @@ AccumulatorSpec ProbeReport::as_model() const {
   m.c_entry = c_added_after ? CEntry::add : c_joins ? CEntry::join : CEntry::exact;
   m.renormalise_products = renormalise;
   // The output: `bits` significant bits with fp32's range, or fp16's when it overflows there.
-  m.output = format_by_name(out_max_exponent == 15 ? (bits == 11 ? std::string("fp16") : fmt::format("e5m{}", bits - 1))
-                                                   : fmt::format("e8m{}", bits - 1));
+  const bool fp16_range = out_max_exponent == 15;
+  m.output = format_by_name(fp16_range && bits == 11 ? std::string("fp16")
+                                                     : fmt::format("e{}m{}", fp16_range ? 5 : 8, bits - 1));
   m.output_rounding = output_rounding;
   m.block = block;
   m.interleave = block > 0 && interleave;
