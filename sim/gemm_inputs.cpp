@@ -16,6 +16,21 @@ FormatSpec output_type_by_name(std::string_view name) {
   throw std::invalid_argument(fmt::format("unknown --out-type '{}' (f32, bf16, f16)", name));
 }
 
+GemmSpec gemm_spec(const GemmOptions& o, bool have_a_scales, bool have_b_scales) {
+  GemmSpec s;
+  s.a_format = format_by_name(o.a_format);
+  s.b_format = format_by_name(o.b_format);
+  s.model = accumulator_by_name(o.model);
+  s.promote_every = o.promote_every;
+  s.block = o.block;
+  s.order = parse_scale_order(o.scale_order);
+  s.out_type = output_type_by_name(o.out_type);
+  s.threads = o.threads;
+  s.device = parse_device(o.device);
+  s.scaling = resolve_scaling(o.scaling, have_a_scales, have_b_scales);
+  return s;
+}
+
 Scaling resolve_scaling(std::string_view name, bool have_a_scales, bool have_b_scales) {
   const bool have_scales = have_a_scales || have_b_scales;
   if (have_scales && !(have_a_scales && have_b_scales))

@@ -18,6 +18,24 @@
 
 namespace fp8sim {
 
+// A GEMM as a front-end names it: formats, model, scaling, scale order, output type and
+// device spelled as the CLI's options take them.
+struct GemmOptions {
+  std::string a_format = "e4m3", b_format = "e4m3";
+  std::string model = "hopper-wgmma";
+  int promote_every = 0;
+  std::string scaling;  // empty: tensor when scales are given, else none (resolve_scaling)
+  int block = 128;
+  std::string scale_order = "deepgemm";
+  std::string out_type = "f32";
+  int threads = 0;
+  std::string device = "cpu";
+};
+
+// The GemmSpec the options name, for a call with or without scale arrays. Throws
+// std::invalid_argument for an unknown name (messages of the parsers below).
+GemmSpec gemm_spec(const GemmOptions& o, bool have_a_scales, bool have_b_scales);
+
 // "f32" (alias fp32), "bf16", "f16" (alias fp16); throws std::invalid_argument otherwise.
 FormatSpec output_type_by_name(std::string_view name);
 

@@ -250,15 +250,21 @@ def sweep(distributions: Sequence[str] = ("gaussian",), k: Sequence[int] = (4096
 
 def replay(dir: str, model: str = "", promote_every: int = -1, case: str = "",
            threads: int = 0) -> dict:
-    """Replays a capture folder (``DIR/manifest.json``, as ``fp8sim replay``): per case the
-    matches, ``ok`` and the CLI's one-line summary; ``all_match`` overall; ``json`` the
-    report. ``model`` / ``promote_every`` override every case's when given.
+    """Replays a capture folder (``DIR/manifest.json``) as ``fp8sim replay --json`` does:
+    the JSON report as a dict (``all_match``; per case ``matches``, ``total``,
+    ``first_mismatch``, ``divergence``), each case with the CLI's one-line summary in
+    ``line``. ``model`` / ``promote_every`` override every case's when given.
 
     >>> import os; d = os.path.join(os.environ.get("FP8SIM_TEST_DATA", "tests/data"), "hw", "cublaslt_default")
     >>> replay(d, case="one-large_k2048")["cases"][0]["line"]
     'one-large_k2048: 1024/1024 match'
     """
-    return _core.replay(dir, model, promote_every, case, threads)
+    import json
+    text, lines = _core.replay(dir, model, promote_every, case, threads)
+    report = json.loads(text)
+    for c, line in zip(report["cases"], lines):
+        c["line"] = line
+    return report
 
 
 def probe(kernel: Optional[Callable[[np.ndarray, np.ndarray, np.ndarray], ArrayLike]] = None,

@@ -99,13 +99,21 @@ nb::object encode_array(const AnyArray& x, const std::string& format, const std:
   return codes_to_numpy(std::move(out), total_bits(f), v.shape);
 }
 
-nb::ndarray<nb::numpy, double> decode_array(const AnyArray& codes, const std::string& format) {
+// A double per code (decode, ulp).
+template <class Value>
+nb::ndarray<nb::numpy, double> code_values(const AnyArray& codes, const std::string& format,
+                                           Value value) {
   const FormatSpec f = format_by_name(format);
   View v;
   const std::vector<std::uint32_t> c = read_codes(codes, f, v);
   std::vector<double> out(c.size());
-  for (std::size_t i = 0; i < c.size(); ++i) out[i] = decode(f, c[i]);
+  for (std::size_t i = 0; i < c.size(); ++i) out[i] = value(f, c[i]);
   return to_numpy(std::move(out), v.shape);
+}
+
+double ulp_or_nan(const FormatSpec& f, std::uint32_t code) {
+  const ValueClass k = classify(f, code);
+  return (k == ValueClass::nan || k == ValueClass::inf) ? NAN : ulp(f, code);
 }
 
 template <class Step>
@@ -115,18 +123,6 @@ nb::object step_codes(const AnyArray& codes, const std::string& format, Step ste
   std::vector<std::uint32_t> c = read_codes(codes, f, v);
   for (auto& ci : c) ci = step(f, ci);
   return codes_to_numpy(std::move(c), total_bits(f), v.shape);
-}
-
-nb::ndarray<nb::numpy, double> ulp_array(const AnyArray& codes, const std::string& format) {
-  const FormatSpec f = format_by_name(format);
-  View v;
-  const std::vector<std::uint32_t> c = read_codes(codes, f, v);
-  std::vector<double> out(c.size());
-  for (std::size_t i = 0; i < c.size(); ++i) {
-    const ValueClass k = classify(f, c[i]);
-    out[i] = (k == ValueClass::nan || k == ValueClass::inf) ? NAN : ulp(f, c[i]);
-  }
-  return to_numpy(std::move(out), v.shape);
 }
 
 nb::tuple table(const std::string& format) {
@@ -192,14 +188,17 @@ void bind_format(nb::module_& m) {
   m.def("encode", &encode_array, nb::arg("x"), nb::arg("fmt"), nb::arg("rounding") = "rne",
         nb::arg("overflow") = "saturate", nb::arg("seed") = 0, nb::arg("sr_bits") = 32,
         nb::arg("threads") = 0, "Codes of float32/float64 values rounded into fmt.");
-  m.def("decode", &decode_array, nb::arg("codes"), nb::arg("fmt"), "Exact values of codes.");
+  m.def("decode", [](const AnyArray& c, const std::string& f) {
+          return code_values(c, f, [](const FormatSpec& s, std::uint32_t x) { return decode(s, x); });
+        }, nb::arg("codes"), nb::arg("fmt"), "Exact values of codes.");
   m.def("next_up", [](const AnyArray& c, const std::string& f) {
           return step_codes(c, f, [](const FormatSpec& s, std::uint32_t x) { return next_up(s, x); });
         }, nb::arg("codes"), nb::arg("fmt"), "Next larger value's code.");
   m.def("next_down", [](const AnyArray& c, const std::string& f) {
           return step_codes(c, f, [](const FormatSpec& s, std::uint32_t x) { return next_down(s, x); });
         }, nb::arg("codes"), nb::arg("fmt"), "Next smaller value's code.");
-  m.def("ulp", &ulp_array, nb::arg("codes"), nb::arg("fmt"), "Unit in the last place (NaN for Inf/NaN codes).");
+  m.def("ulp", [](const AnyArray& c, const std::string& f) { return code_values(c, f, ulp_or_nan); },
+        nb::arg("codes"), nb::arg("fmt"), "Unit in the last place (NaN for Inf/NaN codes).");
   m.def("table", &table, nb::arg("fmt"), "Every code of a format (<= 16 bits) and its value.");
   m.def("quantize", &quantize, nb::arg("x"), nb::arg("fmt"), nb::arg("scaling"),
         nb::arg("role") = "a", nb::arg("tensor_rows") = 0, nb::arg("threads") = 0,

@@ -17,32 +17,13 @@
 namespace fp8sim::py {
 namespace {
 
-struct GemmArgs {
-  std::string a_format, b_format, model;
-  int promote_every = 0;
-  std::string scaling;
-  int block = 128;
-  std::string scale_order, out_type, device;
-  int threads = 0;
-};
 
 nb::ndarray<nb::numpy, float> run_gemm(const AnyArray& a, const AnyArray& b,
                                        const std::optional<AnyArray>& c,
                                        const std::optional<AnyArray>& a_scales,
                                        const std::optional<AnyArray>& b_scales,
-                                       const GemmArgs& g) {
-  GemmSpec s;
-  s.a_format = format_by_name(g.a_format);
-  s.b_format = format_by_name(g.b_format);
-  s.model = accumulator_by_name(g.model);
-  s.promote_every = g.promote_every;
-  s.block = g.block;
-  s.order = parse_scale_order(g.scale_order);
-  s.out_type = output_type_by_name(g.out_type);
-  s.threads = g.threads;
-  s.device = parse_device(g.device);
-  s.scaling = resolve_scaling(g.scaling, a_scales.has_value(), b_scales.has_value());
-
+                                       const GemmOptions& g) {
+  const GemmSpec s = gemm_spec(g, a_scales.has_value(), b_scales.has_value());
   const View A = view(a, "a", "|u1", 2), B = view(b, "b", "|u1", 2);
   const std::size_t M = A.shape[0], K = A.shape[1], N = B.shape[0];
   check_gemm_problem("a", "b", M, K, N, B.shape[1]);
@@ -89,7 +70,7 @@ void bind_gemm(nb::module_& m) {
          int threads) {
         return run_gemm(a, b, c, a_scales, b_scales,
                         {a_format, b_format, model, promote_every, scaling, block, scale_order,
-                         out_type, device, threads});
+                         out_type, threads, device});
       },
       nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("a_format"), nb::arg("b_format"),
       nb::arg("model"), nb::arg("promote_every"), nb::arg("a_scales").none(),

@@ -1,5 +1,6 @@
 // bind_study: the sweep engine (CSV text with the experiments' columns), replay and probe.
 #include <nanobind/stl/function.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -54,33 +55,17 @@ nb::tuple sweep_csv(const std::vector<std::string>& distributions, const std::ve
   return nb::make_tuple(csv.str(), r.skipped);
 }
 
-nb::dict replay_dict(const std::string& dir, const std::string& model, int promote_every,
-                     const std::string& case_name, int threads) {
+// The report as replay_json() writes it (parsed in Python) and format_case()'s line per case.
+nb::tuple replay_report(const std::string& dir, const std::string& model, int promote_every,
+                        const std::string& case_name, int threads) {
   ReplayReport r;
   {
     nb::gil_scoped_release release;
     r = replay(dir, {model, promote_every, case_name, threads});
   }
-  nb::list cases;
-  for (const ReplayCase& c : r.cases) {
-    nb::dict d;
-    d["name"] = c.name;
-    d["kernel"] = c.kernel;
-    d["model"] = c.model;
-    d["promote_every"] = c.promote_every;
-    d["matches"] = c.matches;
-    d["total"] = c.total;
-    d["ok"] = c.ok();
-    d["line"] = format_case(c);
-    cases.append(d);
-  }
-  nb::dict out;
-  out["dir"] = r.dir;
-  out["device"] = r.device;
-  out["all_match"] = r.all_match();
-  out["cases"] = cases;
-  out["json"] = replay_json(r);
-  return out;
+  std::vector<std::string> lines;
+  for (const ReplayCase& c : r.cases) lines.push_back(format_case(c));
+  return nb::make_tuple(replay_json(r), lines);
 }
 
 nb::dict report_dict(const ProbeReport& r) {
@@ -145,9 +130,9 @@ void bind_study(nb::module_& m) {
         nb::arg("formats"), nb::arg("scalings"), nb::arg("promote_every"), nb::arg("models"),
         nb::arg("trials"), nb::arg("tensor_rows"), nb::arg("seed"), nb::arg("threads"),
         nb::arg("skip_invalid"), "run_sweep, as the experiments' tidy CSV text, and the skipped list.");
-  m.def("replay", &replay_dict, nb::arg("dir"), nb::arg("model") = "",
+  m.def("replay", &replay_report, nb::arg("dir"), nb::arg("model") = "",
         nb::arg("promote_every") = -1, nb::arg("case") = "", nb::arg("threads") = 0,
-        "Replays a capture folder (manifest.json) bit for bit.");
+        "Replays a capture folder bit for bit: (JSON report, one line per case).");
   m.def("probe", &run_probe, nb::arg("kernel").none(), nb::arg("model") = "hopper-wgmma",
         nb::arg("promote_every") = 0, nb::arg("format") = "e4m3",
         nb::arg("b_format").none() = nb::none(), nb::arg("max_k") = 4096,

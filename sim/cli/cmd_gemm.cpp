@@ -15,18 +15,9 @@
 namespace fp8sim::cli {
 namespace {
 
-struct GemmArgs {
+struct GemmArgs : GemmOptions {
   std::string a, b, c, a_scales, b_scales;
-  std::string a_format = "e4m3", b_format = "e4m3";
-  std::string model = "hopper-wgmma";
-  int promote_every = 0;
-  std::string scaling;  // empty: none, or tensor when scale files are given without it
-  int block = 128;
-  std::string scale_order = "deepgemm";
-  std::string out_type = "f32";
   std::string out = "D.npy";
-  int threads = 0;
-  std::string device = "cpu";
 };
 
 // Scale values from a .npy: float32 values, or for MX uint8 E8M0 codes.
@@ -37,18 +28,7 @@ std::vector<float> read_scales(const std::string& path, Scaling scaling, std::si
 }
 
 void run_gemm(const GemmArgs& g) {
-  GemmSpec s;
-  s.a_format = format_by_name(g.a_format);
-  s.b_format = format_by_name(g.b_format);
-  s.model = accumulator_by_name(g.model);
-  s.promote_every = g.promote_every;
-  s.block = g.block;
-  s.order = parse_scale_order(g.scale_order);
-  s.out_type = output_type_by_name(g.out_type);
-  s.threads = g.threads;
-  s.device = parse_device(g.device);
-  s.scaling = resolve_scaling(g.scaling, !g.a_scales.empty(), !g.b_scales.empty());
-
+  const GemmSpec s = gemm_spec(g, !g.a_scales.empty(), !g.b_scales.empty());
   const NpyArray a = read_npy_checked(g.a, "|u1", {0, 0});
   const NpyArray b = read_npy_checked(g.b, "|u1", {0, 0});
   const std::size_t M = a.shape[0], K = a.shape[1], N = b.shape[0];
