@@ -151,3 +151,16 @@ def test_cuda_tensors_are_refused_until_the_cuda_engine():
     a = torch.zeros(2, 32, dtype=torch.uint8, device="cuda")
     with pytest.raises(ValueError, match="cuda"):
         fp8sim.gemm(a, a)
+
+
+def test_scaled_mm_block_scales_are_the_gemm(rng):
+    # DeepSeek-style scales: scale_a M x K/128 (1 x 128 tiles), scale_b K/128 x N/128.
+    a, b = fp8(rng, (8, 256)), fp8(rng, (256, 256))
+    sa = torch.from_numpy((2.0 ** rng.uniform(-3, 3, size=(8, 2))).astype(np.float32))
+    sb = torch.from_numpy((2.0 ** rng.uniform(-3, 3, size=(2, 2))).astype(np.float32))
+    got = ft.scaled_mm(a, b.t(), sa, sb.t(), out_dtype=torch.float32)
+    want = fp8sim.gemm(a, b, a_scales=sa.numpy(), b_scales=sb.numpy(), scaling="block",
+                       promote_every=128, scale_order="cublaslt")
+    assert np.array_equal(got.numpy().view(np.uint32), want.view(np.uint32))
+    with pytest.raises(ValueError, match="not tensor-wise, row-wise"):
+        ft.scaled_mm(a, b.t(), sa[:, :1].t(), sb, out_dtype=torch.float32)
