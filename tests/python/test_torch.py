@@ -49,6 +49,10 @@ def test_scaled_mm_equals_torch_where_exact(rng):
                 assert torch.equal(got, want), f"{dta} x {dtb} scales {sa},{sb} {out}"
                 # every model agrees here: the default (cuBLASLt-like) included
                 assert torch.equal(ft.scaled_mm(a, b, sa_t, sb_t, out_dtype=out), want)
+        sa_r = torch.from_numpy(2.0 ** rng.integers(-4, 5, size=(16, 1)).astype(np.float32))
+        sb_r = torch.from_numpy(2.0 ** rng.integers(-4, 5, size=(1, 24)).astype(np.float32))
+        want = torch._scaled_mm(a, b, sa_r, sb_r, out_dtype=torch.bfloat16)
+        assert torch.equal(ft.scaled_mm(a, b, sa_r, sb_r, out_dtype=torch.bfloat16), want), "row"
         bias = torch.from_numpy(rng.integers(-8, 9, size=24).astype(np.float32)).to(torch.bfloat16)
         want = torch._scaled_mm(a, b, torch.tensor(1.0), torch.tensor(1.0), bias=bias,
                                 out_dtype=torch.bfloat16)
