@@ -17,7 +17,6 @@
 namespace fp8sim::py {
 namespace {
 
-
 nb::ndarray<nb::numpy, float> run_gemm(const AnyArray& a, const AnyArray& b,
                                        const std::optional<AnyArray>& c,
                                        const std::optional<AnyArray>& a_scales,

@@ -1,8 +1,8 @@
 // bind_study: the sweep engine (CSV text with the experiments' columns), replay and probe.
 #include <nanobind/stl/function.h>
-#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <optional>
