@@ -56,10 +56,11 @@ def _floats(x: ArrayLike) -> np.ndarray:
     return a if a.dtype in (np.float32, np.float64) else a.astype(np.float64)
 
 
-def _codes(x: ArrayLike) -> np.ndarray:
+def _codes(x: ArrayLike, dtype: type = np.uint32) -> np.ndarray:
+    """Codes as given; Python ints (int64 arrays) become `dtype` when they all fit it."""
     a = as_array(x)
-    if a.dtype.kind == "i":  # Python ints arrive as int64
-        a = a.astype(np.uint32)
+    if a.dtype.kind == "i" and (a.size == 0 or (a.min() >= 0 and a.max() <= np.iinfo(dtype).max)):
+        a = a.astype(dtype)
     return a
 
 
@@ -207,7 +208,7 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
            [  3.2016602,  30.339844 , -11.560547 ]], dtype=float32)
     """
     return _core.gemm(
-        _codes(a), _codes(b), None if c is None else as_array(c), a_format, b_format, model,
+        _codes(a, np.uint8), _codes(b, np.uint8), None if c is None else as_array(c), a_format, b_format, model,
         promote_every, None if a_scales is None else as_array(a_scales),
         None if b_scales is None else as_array(b_scales), scaling or "", block, scale_order,
         out_type, device or "cpu", threads)

@@ -128,5 +128,8 @@ def test_bad_arrays_are_one_line_errors():
         fp8sim.gemm(a, a, c=np.zeros((3, 3), np.float32))
     with pytest.raises(RuntimeError, match="a_scales: scale at index 0 is nan"):
         fp8sim.gemm(a, a, a_scales=np.float32([np.nan]), b_scales=np.float32([1]))
+    assert fp8sim.gemm([[0x38] * 32], [[0x38] * 32]).tolist() == [[32.0]]  # Python ints
+    with pytest.raises(RuntimeError, match="a: expected dtype \\|u1, got <i8"):
+        fp8sim.gemm([[-1] * 32], [[0x38] * 32])
     with pytest.raises(ValueError, match="bad code '0x100' at index 1"):
         fp8sim.decode(np.array([1, 256], np.uint16), "e4m3")
