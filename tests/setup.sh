@@ -30,6 +30,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# The Python package (pip install . builds the library, module and CLI in build-py/, kept
+# between runs, so a second run rebuilds only what changed).
+command -v ccache >/dev/null && export CMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}"
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+.venv/bin/python -m pip install -q --no-build-isolation . > pip.log 2>&1 || { cat pip.log; exit 1; }
+rm -f pip.log
+
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DPython3_EXECUTABLE="$root/.venv/bin/python" > build.log 2>&1 || { cat build.log; exit 1; }
 grep -E '^-- fp8sim' build.log || true

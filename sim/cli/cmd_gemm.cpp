@@ -1,7 +1,6 @@
 // cmd_gemm: `fp8sim gemm` (the GEMM engine on .npy files) and `fp8sim models`.
 #include <fmt/format.h>
 
-#include <cmath>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -10,93 +9,30 @@
 #include "accumulator.hpp"
 #include "commands.hpp"
 #include "gemm.hpp"
+#include "gemm_inputs.hpp"
 #include "npy.hpp"
 
 namespace fp8sim::cli {
 namespace {
 
-struct GemmArgs {
+struct GemmArgs : GemmOptions {
   std::string a, b, c, a_scales, b_scales;
-  std::string a_format = "e4m3", b_format = "e4m3";
-  std::string model = "hopper-wgmma";
-  int promote_every = 0;
-  std::string scaling;  // empty: none, or tensor when scale files are given without it
-  int block = 128;
-  std::string scale_order = "deepgemm";
-  std::string out_type = "f32";
   std::string out = "D.npy";
-  int threads = 0;
-  std::string device = "cpu";
 };
 
-FormatSpec output_type(const std::string& name) {
-  if (name == "f32" || name == "fp32") return format_by_name("fp32");
-  if (name == "bf16") return format_by_name("bf16");
-  if (name == "f16" || name == "fp16") return format_by_name("fp16");
-  throw std::invalid_argument(fmt::format("unknown --out-type '{}' (f32, bf16, f16)", name));
-}
-
-// Scale values from a .npy: float32 values, or for MX uint8 E8M0 codes (decoded here).
-// Shape (rows, cols); also (rows,) when cols is 1 and () when there is one scale.
+// Scale values from a .npy: float32 values, or for MX uint8 E8M0 codes.
 std::vector<float> read_scales(const std::string& path, Scaling scaling, std::size_t rows,
                                std::size_t cols) {
   const NpyArray a = read_npy(path);
-  const bool codes = scaling == Scaling::mx && (a.descr == "|u1" || a.descr == "<u1");
-  if (!codes && a.descr != "<f4")
-    throw std::runtime_error(fmt::format("{}: expected dtype <f4{}, got {}", path,
-                                         scaling == Scaling::mx ? " or |u1" : "", a.descr));
-  const bool shape_ok = (a.shape == std::vector<std::size_t>{rows, cols}) ||
-                        (cols == 1 && a.shape == std::vector<std::size_t>{rows}) ||
-                        (rows * cols == 1 && a.shape.empty());
-  if (!shape_ok)
-    throw std::runtime_error(fmt::format("{}: expected {} x {} scales for {} scaling, got {} values",
-                                         path, rows, cols, to_string(scaling), a.size()));
-  std::vector<float> v;
-  if (codes) {
-    const FormatSpec e8m0 = format_by_name("ue8m0");
-    for (std::uint8_t code : a.as<std::uint8_t>()) v.push_back(float(decode(e8m0, code)));
-  } else {
-    v = a.as<float>();
-  }
-  for (std::size_t i = 0; i < v.size(); ++i)
-    if (!std::isfinite(v[i]))
-      throw std::runtime_error(fmt::format("{}: scale at index {} is {}", path, i, v[i]));
-  return v;
+  return scale_values(path, {a.descr, a.shape, a.data.data()}, scaling, rows, cols);
 }
 
 void run_gemm(const GemmArgs& g) {
-  GemmSpec s;
-  s.a_format = format_by_name(g.a_format);
-  s.b_format = format_by_name(g.b_format);
-  s.model = accumulator_by_name(g.model);
-  s.promote_every = g.promote_every;
-  s.block = g.block;
-  s.order = parse_scale_order(g.scale_order);
-  s.out_type = output_type(g.out_type);
-  s.threads = g.threads;
-  s.device = parse_device(g.device);
-  const bool have_scales = !g.a_scales.empty() || !g.b_scales.empty();
-  if (have_scales && (g.a_scales.empty() || g.b_scales.empty()))
-    throw std::invalid_argument("--a-scales and --b-scales go together");
-  s.scaling = g.scaling.empty() ? (have_scales ? Scaling::tensor : Scaling::none)
-                                : parse_scaling(g.scaling);
-  if (s.scaling != Scaling::none && !have_scales)
-    throw std::invalid_argument(fmt::format("--scaling {} needs --a-scales and --b-scales",
-                                            to_string(s.scaling)));
-  if (s.scaling == Scaling::none && have_scales)
-    throw std::invalid_argument("scale files given with --scaling none");
-
+  const GemmSpec s = gemm_spec(g, !g.a_scales.empty(), !g.b_scales.empty());
   const NpyArray a = read_npy_checked(g.a, "|u1", {0, 0});
   const NpyArray b = read_npy_checked(g.b, "|u1", {0, 0});
   const std::size_t M = a.shape[0], K = a.shape[1], N = b.shape[0];
-  if (b.shape[1] != K)
-    throw std::runtime_error(fmt::format("{}: B is {} x {} but A is {} x {}: K differs", g.b,
-                                         N, b.shape[1], M, K));
-  if (M == 0 || N == 0 || K == 0)
-    throw std::runtime_error(fmt::format("{}: empty operand ({} x {} times {} x {})", g.a, M, K,
-                                         N, K));
-  if (M * N > (std::size_t{1} << 31) || K > (std::size_t{1} << 30))
-    throw std::runtime_error(fmt::format("{}: problem {} x {} x {} is too large", g.a, M, N, K));
+  check_gemm_problem(g.a, g.b, M, K, N, b.shape[1]);
   validate(s, int(M), int(N), int(K));
 
   std::vector<float> C;

@@ -1,0 +1,61 @@
+"""bench_python: the Python front-end's overhead over the GEMM engine (a benchmark, not a test).
+
+Times fp8sim.gemm (1024 x 1024 x 4096 e4m3, hopper-wgmma, promotion every 128, 1 thread)
+from Python against the engine alone, two ways:
+  1. the per-call overhead: a 1 x 1 x 32 gemm from Python (argument checks, array views,
+     result wrapping; it does not grow with the operands, which are never copied) as a
+     percentage of the large GEMM's engine time;
+  2. the large GEMM from Python against fp8sim-bench-gemm (C++, same size, same engine call,
+     decoding included) when that binary is given (--bench build/experiments/fp8sim-bench-gemm).
+Target: overhead <= 5% of engine time.
+"""
+import argparse
+import re
+import subprocess
+import time
+
+import numpy as np
+
+import fp8sim
+
+
+def best_of(reps, f):
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        f()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--m", type=int, default=1024)
+    p.add_argument("--n", type=int, default=1024)
+    p.add_argument("--k", type=int, default=4096)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--bench", help="fp8sim-bench-gemm binary (the C++ engine timing)")
+    a = p.parse_args()
+    rng = np.random.default_rng(1)
+    A = fp8sim.encode(rng.normal(size=(a.m, a.k)).astype(np.float32), "e4m3")
+    B = fp8sim.encode(rng.normal(size=(a.n, a.k)).astype(np.float32), "e4m3")
+    kw = dict(model="hopper-wgmma", promote_every=128, threads=1)
+    macs = a.m * a.n * a.k
+    big = best_of(a.reps, lambda: fp8sim.gemm(A, B, **kw))
+    tiny_a = A[:1, :32].copy()
+    tiny = np.median([best_of(1, lambda: fp8sim.gemm(tiny_a, tiny_a, **kw)) for _ in range(2000)])
+    print(f"python gemm {a.m}x{a.n}x{a.k} threads=1 {big:8.3f} s  {macs / big:.3g} emulated MAC/s")
+    print(f"python per-call overhead (1x1x32 gemm, median of 2000): {tiny * 1e6:.1f} us = "
+          f"{100 * tiny / big:.5f}% of the large GEMM")
+    if a.bench:
+        out = subprocess.run([a.bench, "--m", str(a.m), "--n", str(a.n), "--k", str(a.k),
+                              "--promote-every", "128", "--reps", str(a.reps),
+                              "--mmasim-rows", "0"], capture_output=True, text=True,
+                             check=True).stdout
+        engine = float(re.search(r"threads=1\s+([0-9.]+) s", out).group(1))
+        print(f"engine (fp8sim-bench-gemm, C++) threads=1 {engine:8.3f} s")
+        print(f"python / engine = {big / engine:.4f} (overhead {100 * (big - engine) / engine:+.2f}%)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,290 @@
+"""fp8sim: bit-accurate FP8 numerics from Python, on the same C++ core as the ``fp8sim`` CLI.
+
+Formats (``formats``, ``describe``, ``encode``, ``decode``, ``table``, ``next_up``,
+``next_down``, ``ulp``), quantisation as the sweep engine does it (``quantize``), GEMMs
+through tensor-core accumulator models (``gemm``, ``models``), sweeps (``sweep``), capture
+replay (``replay``) and black-box probing (``probe``). PyTorch integration lives in
+``fp8sim.torch`` (``import fp8sim.torch``).
+
+Arrays: NumPy arrays and CPU torch tensors (FP8 dtypes included, viewed as uint8) reach the
+core without copies; results are NumPy arrays. Bad input raises ValueError or RuntimeError
+carrying the CLI's one-line message.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _core
+
+__all__ = [
+    "formats", "describe", "encode", "decode", "table", "next_up", "next_down", "ulp",
+    "Quantized", "quantize", "gemm", "models", "sweep", "replay", "probe", "as_array",
+]
+__version__ = "0.1.0"
+git_revision: str = _core.git_revision
+
+ArrayLike = Any  # numpy.ndarray, torch.Tensor (CPU), or anything numpy.asarray takes
+
+
+def as_array(x: ArrayLike, dtype: Optional[type] = None) -> np.ndarray:
+    """``x`` as a C-contiguous NumPy array, without a copy where ``x`` already is one.
+
+    torch CPU tensors are viewed through ``Tensor.numpy()`` (shared memory); torch FP8
+    tensors (``float8_e4m3fn``, ``float8_e5m2``, ...) are viewed as their uint8 codes.
+
+    >>> as_array([1.0, 2.0]).dtype
+    dtype('float64')
+    """
+    mod = type(x).__module__
+    if mod.startswith("torch"):
+        t = x.detach()
+        if t.device.type != "cpu":
+            raise ValueError(f"tensor on {t.device}: fp8sim runs CPU tensors (the CUDA engine "
+                             "is not in this build)")
+        if t.dtype.itemsize == 1 and t.dtype.is_floating_point:
+            import torch
+            t = t.view(torch.uint8)
+        x = t.numpy()
+    a = np.asarray(x) if dtype is None else np.asarray(x, dtype=dtype)
+    return np.ascontiguousarray(a)
+
+
+def _floats(x: ArrayLike) -> np.ndarray:
+    a = as_array(x)
+    return a if a.dtype in (np.float32, np.float64) else a.astype(np.float64)
+
+
+def _codes(x: ArrayLike, dtype: type = np.uint32) -> np.ndarray:
+    """Codes as given; Python ints (int64 arrays) become `dtype` when they all fit it."""
+    a = as_array(x)
+    if a.dtype.kind == "i" and (a.size == 0 or (a.min() >= 0 and a.max() <= np.iinfo(dtype).max)):
+        a = a.astype(dtype)
+    return a
+
+
+def formats() -> list[str]:
+    """Names of the preset formats (aliases excluded); any ``eXmY`` works too.
+
+    >>> formats()[:4]
+    ['e4m3', 'e5m2', 'e5m6', 'e4m3fnuz']
+    """
+    return list(_core.formats())
+
+
+def describe(fmt: str) -> dict:
+    """A format's fields (widths, bias, special-value convention) and derived values.
+
+    >>> d = describe("e4m3"); d["max"], d["min_subnormal"], d["specials"]
+    (448.0, 0.001953125, 'fn')
+    """
+    return _core.describe(fmt)
+
+
+def encode(x: ArrayLike, fmt: str, rounding: str = "rne", overflow: str = "saturate",
+           seed: int = 0, sr_bits: int = 32, threads: int = 0) -> np.ndarray:
+    """Codes of ``x`` rounded into ``fmt`` (same bits as ``fp8sim encode``).
+
+    ``rounding`` rne|rz|ru|rd|rna|sr (sr: element i draws ``random_u64(seed, 0, i)``, as the
+    CLI does for its i-th value), ``overflow`` saturate|nonsat. float32 and float64 inputs
+    are rounded from their exact value; the result has x's shape and the smallest unsigned
+    dtype that holds the format's codes.
+
+    >>> encode([0.1, 448, 500, 1e-3], "e4m3")
+    array([ 29, 126, 126,   1], dtype=uint8)
+    >>> encode([0.3] * 4, "e5m2", rounding="sr", seed=7)
+    array([53, 52, 53, 52], dtype=uint8)
+    """
+    return _core.encode(_floats(x), fmt, rounding, overflow, seed, sr_bits, threads)
+
+
+def decode(codes: ArrayLike, fmt: str) -> np.ndarray:
+    """Exact float64 values of ``codes`` (uint8/16/32, or a torch FP8 tensor).
+
+    >>> decode([0x7e, 0x01, 0x7f], "e4m3").tolist()
+    [448.0, 0.001953125, nan]
+    """
+    return _core.decode(_codes(codes), fmt)
+
+
+def table(fmt: str) -> tuple[np.ndarray, np.ndarray]:
+    """Every code of ``fmt`` (at most 16 bits) and its value, as ``fp8sim table``.
+
+    >>> codes, values = table("e2m1"); values[:4]
+    array([0. , 0.5, 1. , 1.5])
+    """
+    return _core.table(fmt)
+
+
+def next_up(codes: ArrayLike, fmt: str) -> np.ndarray:
+    """Codes of the next larger values (NaN stays NaN; max steps to Inf where there is one).
+
+    >>> next_up([0x7d, 0x80], "e4m3")
+    array([126,   1], dtype=uint8)
+    """
+    return _core.next_up(_codes(codes), fmt)
+
+
+def next_down(codes: ArrayLike, fmt: str) -> np.ndarray:
+    """Codes of the next smaller values.
+
+    >>> next_down([0x00], "e4m3")
+    array([129], dtype=uint8)
+    """
+    return _core.next_down(_codes(codes), fmt)
+
+
+def ulp(codes: ArrayLike, fmt: str) -> np.ndarray:
+    """Unit in the last place at each code: the gap to the next value away from zero (at the
+    largest finite value, the gap below it); NaN for Inf and NaN codes.
+
+    >>> ulp([0x38, 0x7e], "e4m3")
+    array([ 0.125, 32.   ])
+    """
+    return _core.ulp(_codes(codes), fmt)
+
+
+class Quantized(NamedTuple):
+    """A quantised operand: ``x ~= scales * decode(codes)`` per scale block.
+
+    ``scales`` has the shape ``gemm`` takes for ``scaling`` (A and its rows; B's blocks one
+    row per block); pass ``scaling`` and ``block`` on to ``gemm``.
+    """
+    codes: np.ndarray
+    scales: np.ndarray
+    scaling: str
+    block: int
+    saturated: int
+
+
+def quantize(x: ArrayLike, fmt: str = "e4m3", granularity: str = "tensor",
+             scale_encoding: Optional[str] = None, rounding: str = "rne", role: str = "a",
+             tensor_rows: int = 0, threads: int = 0) -> Quantized:
+    """Quantises a T x K array exactly as the sweep engine does (``sim/scaling.hpp``).
+
+    granularity: ``"none"``, ``"tensor"``, ``"row"``, ``"tile:128"`` (1 x 128 along K),
+    ``"block:128"`` (A in 1 x 128 tiles, B -- ``role="b"`` -- in 128 x 128 blocks: DeepSeek-V3),
+    ``"mx"`` (1 x 32, E8M0). scale_encoding: ``"fp32"`` (default), ``"pow2"``, ``"e8m0"``
+    (mx always e8m0). Elements are ``RNE(x / s)`` with saturation: the engine's only rounding,
+    so ``rounding`` must be ``"rne"``. ``tensor_rows`` (0: all T) rows share a tensor scale.
+
+    >>> q = quantize([[1.0, -2.0, 896.0, 0.5]], "e4m3")
+    >>> q.scales.tolist(), decode(q.codes, "e4m3").tolist(), q.scaling
+    ([[2.0]], [[0.5, -1.0, 448.0, 0.25]], 'tensor')
+    """
+    if rounding != "rne":
+        raise ValueError(f"quantize: rounding '{rounding}': the sweep engine quantises with rne")
+    text = granularity.replace(":", "")
+    if scale_encoding is not None and scale_encoding != "fp32":
+        text += ":" + scale_encoding
+    a = as_array(x, np.float64)
+    codes, scales, scaling, block, saturated = _core.quantize(a, fmt, text, role, tensor_rows,
+                                                              threads)
+    return Quantized(codes, scales, scaling, block, saturated)
+
+
+def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: str = "e4m3",
+         b_format: str = "e4m3", model: str = "hopper-wgmma", promote_every: int = 0,
+         a_scales: Optional[ArrayLike] = None, b_scales: Optional[ArrayLike] = None,
+         scaling: Optional[str] = None, block: int = 128, scale_order: str = "deepgemm",
+         out_type: str = "f32", device: Optional[str] = None, threads: int = 0) -> np.ndarray:
+    """D = A B^T through an accumulator model: the same bits as ``fp8sim gemm``.
+
+    ``a`` (M x K) and ``b`` (N x K: each row one column, cuBLASLt's TN) are uint8 codes of
+    ``a_format`` / ``b_format`` (or torch FP8 tensors); ``c`` float32 M x N enters the first
+    K chunk. Keywords are the CLI's options: ``promote_every`` (0 never), ``a_scales`` /
+    ``b_scales`` (float32; MX: uint8 E8M0 codes or float32) with ``scaling``
+    none|tensor|row|block|mx (default tensor when scales are given), ``block``,
+    ``scale_order`` deepgemm|cublaslt, ``out_type`` f32|bf16|f16 (D holds the float32 values
+    of that type), ``device`` cpu|cuda, ``threads`` (0 all; never changes a result).
+    Operands are not copied; the engine decodes each once.
+
+    >>> import ml_dtypes; r = np.random.default_rng(0)
+    >>> A = r.normal(size=(2, 256)).astype(ml_dtypes.float8_e4m3fn)
+    >>> B = r.normal(size=(3, 256)).astype(ml_dtypes.float8_e4m3fn)
+    >>> gemm(A.view(np.uint8), B.view(np.uint8))
+    array([[ -7.03125  ,  21.326172 ,  -7.1191406],
+           [  3.2016602,  30.339844 , -11.560547 ]], dtype=float32)
+    """
+    return _core.gemm(
+        _codes(a, np.uint8), _codes(b, np.uint8), None if c is None else as_array(c), a_format, b_format, model,
+        promote_every, None if a_scales is None else as_array(a_scales),
+        None if b_scales is None else as_array(b_scales), scaling or "", block, scale_order,
+        out_type, device or "cpu", threads)
+
+
+def models() -> list[tuple[str, str, str]]:
+    """(name, parameters, evidence) of every accumulator preset, as ``fp8sim models``.
+
+    >>> models()[0][:2]
+    ('hopper-wgmma', 'group=32 frac=13 cut=rz c=join renorm=0 out=e8m13 outround=rz')
+    """
+    return list(_core.models())
+
+
+def sweep(distributions: Sequence[str] = ("gaussian",), k: Sequence[int] = (4096,),
+          rho: Sequence[float] = (0.0,), formats: Sequence[str] = ("e4m3",),
+          scalings: Sequence[str] = ("none",), promote_every: Sequence[int] = (0,),
+          models: Sequence[str] = ("hopper-wgmma",), trials: int = 64, tensor_rows: int = 128,
+          seed: int = 1, threads: int = 0, skip_invalid: bool = False):
+    """A declarative SNR sweep on the experiments' engine (``sim/sweep.hpp``): every
+    combination of the axes, ``trials`` dot products each, as a pandas DataFrame with the
+    experiments' tidy-CSV columns (distribution, k, rho, format, scaling, scale_encoding,
+    promote_every, model, group, frac_bits, trial, ref, ref_q, ref_q32, got, snr_db,
+    snr_accum_db, rel_err, rel_err_accum, ulp_err, ulp_err_accum). ``df.attrs["skipped"]``
+    lists skipped combinations (``skip_invalid=True``). Needs pandas.
+
+    >>> df = sweep(k=[256, 1024], promote_every=[0, 128], trials=4)
+    >>> df.groupby(["k", "promote_every"]).size().tolist()
+    [4, 4, 4, 4]
+    """
+    import io
+    import pandas as pd
+    csv, skipped = _core.sweep_csv(list(distributions), list(k), list(rho), list(formats),
+                                   list(scalings), list(promote_every), list(models), trials,
+                                   tensor_rows, seed, threads, skip_invalid)
+    df = pd.read_csv(io.StringIO(csv), keep_default_na=False, na_values=["nan"])
+    df.attrs["skipped"] = list(skipped)
+    return df
+
+
+def replay(dir: str, model: str = "", promote_every: int = -1, case: str = "",
+           threads: int = 0) -> dict:
+    """Replays a capture folder (``DIR/manifest.json``) as ``fp8sim replay --json`` does:
+    the JSON report as a dict (``all_match``; per case ``matches``, ``total``,
+    ``first_mismatch``, ``divergence``), each case with the CLI's one-line summary in
+    ``line``. ``model`` / ``promote_every`` override every case's when given.
+
+    >>> import os; d = os.path.join(os.environ.get("FP8SIM_TEST_DATA", "tests/data"), "hw", "cublaslt_default")
+    >>> replay(d, case="one-large_k2048")["cases"][0]["line"]
+    'one-large_k2048: 1024/1024 match'
+    """
+    import json
+    text, lines = _core.replay(dir, model, promote_every, case, threads)
+    report = json.loads(text)
+    for c, line in zip(report["cases"], lines):
+        c["line"] = line
+    return report
+
+
+def probe(kernel: Optional[Callable[[np.ndarray, np.ndarray, np.ndarray], ArrayLike]] = None,
+          model: str = "hopper-wgmma", promote_every: int = 0, format: str = "e4m3",
+          b_format: Optional[str] = None, max_k: int = 4096, max_group: int = 256,
+          k_multiple: int = 1) -> dict:
+    """Infers a black-box dot-product kernel's accumulator parameters (``sim/probe.hpp``).
+
+    ``kernel(a, b, c)`` gets T x K uint8 codes ``a``, ``b`` and float32 ``c`` (T,) and
+    returns T float32 results of ``c[t] + dot(a[t], b[t])``. Without a kernel the probe
+    runs ``model`` promoted every ``promote_every`` (a self-check). The dict holds the
+    inferred fields, ``model`` (one line as ``fp8sim models`` prints) and ``evidence``.
+
+    >>> probe(model="hopper-wgmma", promote_every=128)["model"]
+    'group=32 frac=13 cut=rz c=join renorm=0 out=e8m13 outround=rz promote_every=128'
+    """
+    wrapped = None
+    if kernel is not None:
+        def wrapped(a, b, c):
+            return np.ascontiguousarray(as_array(kernel(a, b, c)), dtype=np.float32)
+    return _core.probe(wrapped, model, promote_every, format, b_format, max_k, max_group,
+                       k_multiple)

@@ -1,0 +1,385 @@
+"""fp8sim.torch: PyTorch front-end -- custom ops, ``scaled_mm``, ``emulate`` and ``Float8Linear``.
+
+Every numeric step runs in fp8sim's C++ core through three ``torch.library`` custom ops with
+fake kernels (``fp8sim::gemm``, ``fp8sim::quantize``, ``fp8sim::encode``), so the functions
+here work under ``torch.compile(fullgraph=True)``. CPU tensors now; CUDA tensors raise until
+the CUDA engine lands (then they go to ``device="cuda"``).
+
+What ``scaled_mm`` models of cuBLASLt (``torch._scaled_mm`` on an H100), and what it does not
+yet: the accumulation is measured (``fp8sim-hw``: Hopper ``wgmma`` promoted to FP32 every 128
+K elements without fast accumulation, never promoted with it). The epilogue is an
+approximation pending the cuBLASLt study: scales are applied at each promotion in cuBLASLt's
+``fmaf(partial * sa, sb, acc)`` order (``scale_order="cublaslt"``), while measurements suggest
+cuBLASLt applies tensor and row scales once after the whole K; bias is added to the FP32
+result in FP32 before the output rounding; FP8 outputs are ``D * scale_result`` rounded to
+nearest even with saturation; shape-dependent algorithms (split-K) are not modelled. With
+power-of-two scales and exactly representable sums every order gives the same bits.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field, replace
+from typing import Iterator, Optional
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import fp8sim as _fp8sim
+
+__all__ = ["gemm", "quantize", "encode", "scaled_mm", "emulate", "GemmRecipe", "Recipe",
+           "RECIPES", "recipe", "with_model", "Float8Linear", "convert", "FORMAT_OF_DTYPE"]
+
+FORMAT_OF_DTYPE = {
+    torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2",
+    torch.float8_e4m3fnuz: "e4m3fnuz", torch.float8_e5m2fnuz: "e5m2fnuz",
+}
+_DTYPE_OF_FORMAT = {v: k for k, v in FORMAT_OF_DTYPE.items()}
+_GEMM_SCALING = {"none": "none", "tensor": "tensor", "row": "row", "tile": "block",
+                 "block": "block", "mx": "mx"}
+
+
+def _codes(t: torch.Tensor) -> torch.Tensor:
+    """FP8 tensors as their uint8 codes (a view, no copy)."""
+    return t.view(torch.uint8) if t.dtype in FORMAT_OF_DTYPE else t
+
+
+# ---- custom ops ---------------------------------------------------------------------------
+
+@torch.library.custom_op("fp8sim::gemm", mutates_args=())
+def gemm(a: torch.Tensor, b: torch.Tensor, c: Optional[torch.Tensor] = None,
+         a_scales: Optional[torch.Tensor] = None, b_scales: Optional[torch.Tensor] = None,
+         a_format: str = "e4m3", b_format: str = "e4m3", model: str = "hopper-wgmma",
+         promote_every: int = 0, scaling: str = "", block: int = 128,
+         scale_order: str = "deepgemm", out_type: str = "f32", threads: int = 0) -> torch.Tensor:
+    """``fp8sim.gemm`` as a torch op: A (M x K) and B (N x K) uint8 codes -> float32 M x N.
+
+    >>> a = torch.full((1, 32), 0x38, dtype=torch.uint8)  # e4m3 1.0
+    >>> torch.ops.fp8sim.gemm(a, a).item()
+    32.0
+    """
+    d = _fp8sim.gemm(a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales,
+                     scaling or None, block, scale_order, out_type, "cpu", threads)
+    return torch.from_numpy(d)
+
+
+@gemm.register_fake
+def _(a, b, c=None, a_scales=None, b_scales=None, a_format="e4m3", b_format="e4m3",
+      model="hopper-wgmma", promote_every=0, scaling="", block=128, scale_order="deepgemm",
+      out_type="f32", threads=0):
+    torch._check(a.dim() == 2 and b.dim() == 2 and a.shape[1] == b.shape[1])
+    return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.float32)
+
+
+def _scale_shape(T: int, K: int, granularity: str, role: str) -> tuple[int, int]:
+    kind = granularity.split(":")[0]
+    nc = 32 if kind == "mx" else int(granularity.split(":")[1]) if ":" in granularity else 128
+    if kind == "none":
+        return (0, 0)
+    if kind == "tensor":
+        return (1, 1)
+    if kind == "row":
+        return (T, 1)
+    if kind == "block" and role == "b":
+        return ((T + nc - 1) // nc, K // nc)
+    return (T, K // nc)
+
+
+@torch.library.custom_op("fp8sim::quantize", mutates_args=())
+def quantize(x: torch.Tensor, fmt: str = "e4m3", granularity: str = "tensor",
+             scale_encoding: str = "", role: str = "a") -> tuple[torch.Tensor, torch.Tensor]:
+    """``fp8sim.quantize`` as a torch op: T x K floats -> (uint8 codes, float32 scales in
+    the shape ``gemm`` takes). Formats of at most 8 bits.
+
+    >>> codes, scales = torch.ops.fp8sim.quantize(torch.tensor([[1.0, 896.0]]))
+    >>> codes.tolist(), scales.tolist()
+    ([[48, 126]], [[2.0]])
+    """
+    q = _fp8sim.quantize(x.detach(), fmt, granularity, scale_encoding or None, role=role)
+    if q.codes.dtype.itemsize != 1:
+        raise ValueError(f"fp8sim::quantize: format {fmt} has more than 8 bits")
+    return torch.from_numpy(q.codes), torch.from_numpy(q.scales)
+
+
+@quantize.register_fake
+def _(x, fmt="e4m3", granularity="tensor", scale_encoding="", role="a"):
+    torch._check(x.dim() == 2)
+    return (x.new_empty(x.shape, dtype=torch.uint8),
+            x.new_empty(_scale_shape(x.shape[0], x.shape[1], granularity, role),
+                        dtype=torch.float32))
+
+
+@torch.library.custom_op("fp8sim::encode", mutates_args=())
+def encode(x: torch.Tensor, fmt: str = "e4m3", rounding: str = "rne",
+           overflow: str = "saturate", seed: int = 0) -> torch.Tensor:
+    """``fp8sim.encode`` as a torch op (formats of at most 8 bits): uint8 codes of x.
+
+    >>> torch.ops.fp8sim.encode(torch.tensor([0.1, 500.0])).tolist()
+    [29, 126]
+    """
+    c = _fp8sim.encode(x.detach(), fmt, rounding, overflow, seed)
+    if c.dtype.itemsize != 1:
+        raise ValueError(f"fp8sim::encode: format {fmt} has more than 8 bits")
+    return torch.from_numpy(c)
+
+
+@encode.register_fake
+def _(x, fmt="e4m3", rounding="rne", overflow="saturate", seed=0):
+    return x.new_empty(x.shape, dtype=torch.uint8)
+
+
+# ---- scaled_mm ----------------------------------------------------------------------------
+
+def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+              bias: Optional[torch.Tensor] = None, scale_result: Optional[torch.Tensor] = None,
+              out_dtype: Optional[torch.dtype] = None, use_fast_accum: bool = False,
+              model: Optional[str] = None, promote_every: Optional[int] = None,
+              scale_order: str = "cublaslt", threads: int = 0) -> torch.Tensor:
+    """``torch._scaled_mm`` through fp8sim: ``(a @ b) * scales (+ bias)`` in ``out_dtype``.
+
+    ``a`` FP8 (M x K), ``b`` FP8 (K x N, column-major as cuBLASLt wants it). Scales:
+    tensor-wise (one value each), row-wise (``scale_a`` M x 1, ``scale_b`` 1 x N) or
+    DeepSeek blocks (``scale_a`` M x K/128, ``scale_b`` K/128 x N/128). ``out_dtype`` None
+    means a's dtype (FP8: ``D * scale_result`` rounded with saturation). Default model: what
+    an H100's cuBLASLt does -- ``hopper-wgmma`` promoted every 128 without fast
+    accumulation and never with it; with ``model`` given, ``promote_every`` defaults to 0.
+    The epilogue is an approximation (module docstring).
+
+    >>> a = torch.ones(2, 32).to(torch.float8_e4m3fn); one = torch.tensor(1.0)
+    >>> scaled_mm(a, a.t(), one, one, out_dtype=torch.float32).tolist()
+    [[32.0, 32.0], [32.0, 32.0]]
+    """
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"scaled_mm: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied")
+    for name, t in (("a", a), ("b", b)):
+        if t.dtype not in FORMAT_OF_DTYPE:
+            raise ValueError(f"scaled_mm: {name} is {t.dtype}, expected an FP8 dtype")
+    M, K = a.shape
+    N = b.shape[1]
+    if promote_every is None:
+        promote_every = 0 if (model is not None or use_fast_accum) else 128
+    model = model or "hopper-wgmma"
+    bt = b.t().contiguous()  # N x K; no copy for a column-major b
+    sa = scale_a.to(torch.float32)
+    sb = scale_b.to(torch.float32)
+    if sa.numel() == 1 and sb.numel() == 1:
+        scaling, sa, sb = "tensor", sa.reshape(1, 1), sb.reshape(1, 1)
+    elif sa.shape == (M, 1) and sb.shape == (1, N):
+        scaling, sa, sb = "row", sa, sb.reshape(N, 1)
+    elif sa.shape == (M, K // 128) and sb.shape == (K // 128, (N + 127) // 128):
+        scaling, sb = "block", sb.t().contiguous()
+    else:
+        raise ValueError(f"scaled_mm: scales {tuple(scale_a.shape)} and {tuple(scale_b.shape)} are "
+                         "not tensor-wise, row-wise or 1x128/128x128 blocks")
+    d = torch.ops.fp8sim.gemm(_codes(a.contiguous()), _codes(bt), None, sa.contiguous(),
+                              sb.contiguous(), FORMAT_OF_DTYPE[a.dtype],
+                              FORMAT_OF_DTYPE[b.dtype], model, promote_every, scaling, 128,
+                              scale_order, "f32", threads)
+    if bias is not None:
+        d = d + bias.to(torch.float32)
+    out_dtype = out_dtype or a.dtype
+    if out_dtype in _DTYPE_OF_FORMAT.values():
+        if scale_result is not None:
+            d = d * scale_result.to(torch.float32)
+        return torch.ops.fp8sim.encode(d, FORMAT_OF_DTYPE[out_dtype]).view(out_dtype)
+    return d.to(out_dtype)
+
+
+_SCALED_MM_V2 = getattr(torch.ops.aten, "_scaled_mm_v2", None)
+
+
+def _scaled_mm_v2(a, b, scale_a, recipe_a, swizzle_a, scale_b, recipe_b, swizzle_b, bias=None,
+                  out_dtype=None, contraction_dim=None, use_fast_accum=False, **kw):
+    if len(scale_a) != 1 or len(scale_b) != 1 or any(swizzle_a) or any(swizzle_b):
+        raise ValueError("emulate: _scaled_mm_v2 with several or swizzled scales is not "
+                         "modelled (MX / NVFP4 recipes)")
+    return scaled_mm(a, b, scale_a[0], scale_b[0], bias=bias, out_dtype=out_dtype,
+                     use_fast_accum=use_fast_accum, **kw)
+
+
+class _Emulate(TorchDispatchMode):
+    """Routes aten._scaled_mm (and _scaled_mm_v2 where torch has it) through ``scaled_mm``."""
+
+    def __init__(self, model: Optional[str], promote_every: Optional[int], scale_order: str):
+        super().__init__()
+        self.kw = dict(model=model, promote_every=promote_every, scale_order=scale_order)
+        self.calls = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.ops.aten._scaled_mm.default:
+            self.calls += 1
+            return scaled_mm(*args, **kwargs, **self.kw)
+        if _SCALED_MM_V2 is not None and func is _SCALED_MM_V2.default:
+            self.calls += 1
+            return _scaled_mm_v2(*args, **kwargs, **self.kw)
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def emulate(model: Optional[str] = None, promote_every: Optional[int] = None,
+            scale_order: str = "cublaslt") -> Iterator[_Emulate]:
+    """Within the block, every ``aten._scaled_mm`` (and ``aten._scaled_mm_v2``) of unmodified
+    code runs through ``scaled_mm`` with these settings (defaults: cuBLASLt on an H100).
+    The yielded object counts the routed calls in ``.calls``.
+
+    >>> a = torch.ones(2, 32).to(torch.float8_e4m3fn); one = torch.tensor(1.0)
+    >>> with emulate(model="exact") as mode:
+    ...     d = torch._scaled_mm(a, a.t(), one, one, out_dtype=torch.float32)
+    >>> mode.calls, d[0, 0].item()
+    (1, 32.0)
+    """
+    mode = _Emulate(model, promote_every, scale_order)
+    with mode:
+        yield mode
+
+
+# ---- recipes and Float8Linear -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GemmRecipe:
+    """How one GEMM of a linear layer is quantised and accumulated. A is the left operand
+    (M x K), B the right one given as N x K; granularities as ``fp8sim.quantize`` spells
+    them (B's ``block:128`` is 128 x 128), the rest as ``fp8sim.gemm``'s keywords."""
+    a_format: str = "e4m3"
+    b_format: str = "e4m3"
+    a_granularity: str = "tensor"
+    b_granularity: str = "tensor"
+    scale_encoding: str = ""
+    model: str = "hopper-wgmma"
+    promote_every: int = 128
+    scale_order: str = "cublaslt"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A recipe per GEMM: Fprop (Y = X W^T), Dgrad (dX = dY W), Wgrad (dW = dY^T X)."""
+    name: str
+    fprop: GemmRecipe = field(default_factory=GemmRecipe)
+    dgrad: GemmRecipe = field(default_factory=GemmRecipe)
+    wgrad: GemmRecipe = field(default_factory=GemmRecipe)
+
+
+def _same(name: str, g: GemmRecipe) -> Recipe:
+    return Recipe(name, g, g, g)
+
+
+_grad = GemmRecipe(a_format="e5m2")
+RECIPES: dict[str, Recipe] = {
+    # DeepSeek-V3 s3.3: E4M3 everywhere, activations 1 x 128, weights 128 x 128, FP32
+    # promotion every 128 (DeepGEMM's scale order).
+    "deepseek-v3": _same("deepseek-v3", GemmRecipe(
+        a_granularity="block:128", b_granularity="block:128", scale_order="deepgemm")),
+    # TransformerEngine per-tensor (current) scaling: E4M3 forward, E5M2 gradients; Fprop
+    # with fast accumulation, Dgrad / Wgrad with the split (promoted) accumulator.
+    "te-tensorwise": Recipe("te-tensorwise", GemmRecipe(promote_every=0), _grad, _grad),
+    # MXFP8: E4M3 elements, 1 x 32 E8M0 scales, each 32-block scaled as it is promoted.
+    "mxfp8": _same("mxfp8", GemmRecipe(a_granularity="mx", b_granularity="mx",
+                                       model="blackwell-fp8", promote_every=32)),
+    # Per-tensor E4M3 with cuBLASLt fast accumulation (never promoted).
+    "fast-accum": _same("fast-accum", GemmRecipe(promote_every=0)),
+}
+
+
+def recipe(r: "str | Recipe") -> Recipe:
+    """A named recipe (deepseek-v3, te-tensorwise, mxfp8, fast-accum) or a custom Recipe.
+
+    >>> recipe("deepseek-v3").fprop.a_granularity
+    'block:128'
+    """
+    if isinstance(r, Recipe):
+        return r
+    if r not in RECIPES:
+        raise ValueError(f"unknown recipe '{r}' (known: {', '.join(RECIPES)}, or a Recipe)")
+    return RECIPES[r]
+
+
+def _recipe_mm(g: GemmRecipe, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A (M x K) times B^T (B: N x K) under recipe g, float32 M x N."""
+    ca, sa = torch.ops.fp8sim.quantize(a, g.a_format, g.a_granularity, g.scale_encoding, "a")
+    cb, sb = torch.ops.fp8sim.quantize(b, g.b_format, g.b_granularity, g.scale_encoding, "b")
+    kind = g.a_granularity.split(":")[0]
+    block = int(g.a_granularity.split(":")[1]) if ":" in g.a_granularity else 128
+    scaling = _GEMM_SCALING[kind]
+    return torch.ops.fp8sim.gemm(ca, cb, None, sa if scaling != "none" else None,
+                                 sb if scaling != "none" else None, g.a_format, g.b_format,
+                                 g.model, g.promote_every, scaling, block, g.scale_order, "f32",
+                                 0)
+
+
+class _Float8LinearFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, r: Recipe) -> torch.Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.recipe = r
+        return _recipe_mm(r.fprop, x, weight).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, dy: torch.Tensor):
+        x, weight = ctx.saved_tensors
+        r = ctx.recipe
+        dx = _recipe_mm(r.dgrad, dy, weight.t().contiguous()).to(x.dtype)
+        dw = _recipe_mm(r.wgrad, dy.t().contiguous(), x.t().contiguous()).to(weight.dtype)
+        return dx, dw, None
+
+
+class Float8Linear(torch.nn.Linear):
+    """``nn.Linear`` whose Fprop, Dgrad and Wgrad GEMMs go through fp8sim under a recipe
+    (bias added in the input's precision, as torchao and TransformerEngine do).
+
+    >>> torch.manual_seed(0); lin = Float8Linear(128, 128, recipe="deepseek-v3")
+    <torch._C.Generator object at ...>
+    >>> lin(torch.randn(128, 128)).shape
+    torch.Size([128, 128])
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 recipe: "str | Recipe" = "deepseek-v3", device=None, dtype=None):
+        super().__init__(in_features, out_features, bias, device, dtype)
+        self.recipe = globals()["recipe"](recipe)
+
+    @classmethod
+    def from_linear(cls, lin: torch.nn.Linear, recipe: "str | Recipe") -> "Float8Linear":
+        """A Float8Linear sharing ``lin``'s parameters (no copy)."""
+        new = cls.__new__(cls)
+        torch.nn.Module.__init__(new)
+        new.in_features, new.out_features = lin.in_features, lin.out_features
+        new.weight, new.bias = lin.weight, lin.bias
+        new.recipe = globals()["recipe"](recipe)
+        return new
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x2 = x.reshape(-1, self.in_features)
+        y = _Float8LinearFunction.apply(x2, self.weight, self.recipe)
+        y = y.reshape(*x.shape[:-1], self.out_features)
+        return y + self.bias if self.bias is not None else y
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", recipe={self.recipe.name}"
+
+
+def convert(model: torch.nn.Module, recipe: "str | Recipe" = "deepseek-v3",
+            filter_fn=None) -> torch.nn.Module:
+    """Replaces every ``nn.Linear`` in ``model`` (in place; ``filter_fn(name, module)`` may
+    exclude some) by a Float8Linear with the same parameters; returns ``model``.
+
+    >>> m = convert(torch.nn.Sequential(torch.nn.Linear(128, 128)), "fast-accum"); m[0].recipe.name
+    'fast-accum'
+    """
+    for name, child in list(model.named_children()):
+        if isinstance(child, torch.nn.Linear) and not isinstance(child, Float8Linear):
+            if filter_fn is None or filter_fn(name, child):
+                setattr(model, name, Float8Linear.from_linear(child, recipe))
+        else:
+            convert(child, recipe, filter_fn)
+    return model
+
+
+def with_model(r: Recipe, model: str, promote_every: int) -> Recipe:
+    """``r`` with every GEMM's accumulator model and promotion replaced (a custom recipe).
+
+    >>> with_model(recipe("fast-accum"), "exact", 0).wgrad.model
+    'exact'
+    """
+    g = {k: replace(getattr(r, k), model=model, promote_every=promote_every)
+         for k in ("fprop", "dgrad", "wgrad")}
+    return Recipe(f"{r.name}+{model}", **g)

@@ -1,0 +1,44 @@
+// arrays: NumPy / DLPack arrays crossing into the core without copies, and results going back.
+#pragma once
+
+#include <nanobind/ndarray.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fp8sim::py {
+
+namespace nb = nanobind;
+
+// Any CPU array, read-only, as the caller passed it (no conversion, no copy).
+using AnyArray = nb::ndarray<nb::ro, nb::device::cpu>;
+
+// A checked view of an argument: its .npy dtype spelling ("|u1", "<f4", ...), shape and data.
+struct View {
+  std::string descr;
+  std::vector<std::size_t> shape;
+  const void* data = nullptr;
+  std::size_t size() const;
+};
+
+// Views `a` (argument `name`); throws std::runtime_error("<name>: ...") when it is not
+// C-contiguous, or when `descr` is not empty and differs ("<name>: expected dtype |u1, got
+// <f4"), or when `ndim` >= 0 and the rank differs.
+View view(const AnyArray& a, std::string_view name, std::string_view descr = "", int ndim = -1);
+
+// A NumPy array that owns `v` (moved, no copy) with the given shape.
+template <class T>
+nb::ndarray<nb::numpy, T> to_numpy(std::vector<T>&& v, std::vector<std::size_t> shape) {
+  auto* owned = new std::vector<T>(std::move(v));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::ndarray<nb::numpy, T>(owned->data(), shape.size(), shape.data(), owner);
+}
+
+// Codes of a format as the smallest unsigned type that holds them (uint8/16/32).
+nb::object codes_to_numpy(std::vector<std::uint32_t>&& codes, int bits,
+                          std::vector<std::size_t> shape);
+
+}  // namespace fp8sim::py

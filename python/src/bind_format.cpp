@@ -1,0 +1,208 @@
+// bind_format: formats, encode / decode / table / neighbours / ulp and quantize for Python.
+#include <fmt/format.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "arrays.hpp"
+#include "bindings.hpp"
+#include "convert_batch.hpp"
+#include "format.hpp"
+#include "rng.hpp"
+#include "rounding.hpp"
+#include "scaling.hpp"
+
+namespace fp8sim::py {
+namespace {
+
+std::string_view specials_name(Specials s) {
+  switch (s) {
+    case Specials::ieee: return "ieee";
+    case Specials::fn: return "fn";
+    case Specials::fnuz: return "fnuz";
+    case Specials::finite: return "finite";
+    case Specials::e8m0: return "e8m0";
+  }
+  return "?";
+}
+
+nb::dict describe_format(const std::string& name) {
+  const FormatSpec f = format_by_name(name);
+  nb::dict d;
+  d["name"] = f.name;
+  d["bits"] = total_bits(f);
+  d["exponent_bits"] = f.exponent_bits;
+  d["mantissa_bits"] = f.mantissa_bits;
+  d["bias"] = f.bias;
+  d["specials"] = std::string(specials_name(f.specials));
+  d["signed"] = f.is_signed;
+  d["has_inf"] = has_inf(f);
+  d["has_nan"] = has_nan(f);
+  d["has_negative_zero"] = has_negative_zero(f);
+  d["has_subnormals"] = has_subnormals(f);
+  d["min_normal_exponent"] = min_normal_exponent(f);
+  d["max_exponent"] = max_exponent(f);
+  d["max"] = max_finite(f);
+  d["min_subnormal"] = min_subnormal(f);
+  return d;
+}
+
+// Codes of `f` from any unsigned integer array, checked against the format's width.
+std::vector<std::uint32_t> read_codes(const AnyArray& a, const FormatSpec& f, View& v) {
+  v = view(a, "codes");
+  std::vector<std::uint32_t> c(v.size());
+  if (v.descr == "|u1") {
+    const auto* p = static_cast<const std::uint8_t*>(v.data);
+    for (std::size_t i = 0; i < c.size(); ++i) c[i] = p[i];
+  } else if (v.descr == "<u2") {
+    const auto* p = static_cast<const std::uint16_t*>(v.data);
+    for (std::size_t i = 0; i < c.size(); ++i) c[i] = p[i];
+  } else if (v.descr == "<u4") {
+    const auto* p = static_cast<const std::uint32_t*>(v.data);
+    for (std::size_t i = 0; i < c.size(); ++i) c[i] = p[i];
+  } else {
+    throw std::runtime_error(fmt::format("codes: expected dtype |u1, <u2 or <u4, got {}", v.descr));
+  }
+  for (std::size_t i = 0; i < c.size(); ++i)
+    if (!is_valid_code(f, c[i]))
+      throw std::invalid_argument(fmt::format("bad code '{:#x}' at index {}: format '{}' has {} bits",
+                                              c[i], i, f.name, total_bits(f)));
+  return c;
+}
+
+nb::object encode_array(const AnyArray& x, const std::string& format, const std::string& rounding,
+                        const std::string& overflow, std::uint64_t seed, int sr_bits, int threads) {
+  const FormatSpec f = format_by_name(format);
+  const RoundingSpec r{parse_rounding(rounding), parse_overflow(overflow), sr_bits};
+  validate(r);
+  const View v = view(x, "x");
+  if (v.descr != "<f4" && v.descr != "<f8")
+    throw std::runtime_error(fmt::format("x: expected dtype <f4 or <f8, got {}", v.descr));
+  const std::size_t n = v.size();
+  if (v.descr == "<f4" && total_bits(f) <= 8 && r.mode != Rounding::sr) {
+    std::vector<std::uint8_t> out(n);
+    {
+      nb::gil_scoped_release release;
+      encode_batch(f, r, {static_cast<const float*>(v.data), n}, out, threads);
+    }
+    return nb::cast(to_numpy(std::move(out), v.shape));
+  }
+  std::vector<std::uint32_t> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double xi = v.descr == "<f4" ? static_cast<const float*>(v.data)[i]
+                                       : static_cast<const double*>(v.data)[i];
+    out[i] = encode(xi, f, r, random_u64(seed, /*stream=*/0, i));  // the CLI's draws
+  }
+  return codes_to_numpy(std::move(out), total_bits(f), v.shape);
+}
+
+// A double per code (decode, ulp).
+template <class Value>
+nb::ndarray<nb::numpy, double> code_values(const AnyArray& codes, const std::string& format,
+                                           Value value) {
+  const FormatSpec f = format_by_name(format);
+  View v;
+  const std::vector<std::uint32_t> c = read_codes(codes, f, v);
+  std::vector<double> out(c.size());
+  for (std::size_t i = 0; i < c.size(); ++i) out[i] = value(f, c[i]);
+  return to_numpy(std::move(out), v.shape);
+}
+
+double ulp_or_nan(const FormatSpec& f, std::uint32_t code) {
+  const ValueClass k = classify(f, code);
+  return (k == ValueClass::nan || k == ValueClass::inf) ? NAN : ulp(f, code);
+}
+
+template <class Step>
+nb::object step_codes(const AnyArray& codes, const std::string& format, Step step) {
+  const FormatSpec f = format_by_name(format);
+  View v;
+  std::vector<std::uint32_t> c = read_codes(codes, f, v);
+  for (auto& ci : c) ci = step(f, ci);
+  return codes_to_numpy(std::move(c), total_bits(f), v.shape);
+}
+
+nb::tuple table(const std::string& format) {
+  const FormatSpec f = format_by_name(format);
+  if (total_bits(f) > 16)
+    throw std::invalid_argument(fmt::format(
+        "format '{}' has {} bits: table lists formats of at most 16 bits", f.name, total_bits(f)));
+  std::vector<std::uint32_t> codes = all_codes(f);
+  std::vector<double> values(codes.size());
+  for (std::size_t i = 0; i < codes.size(); ++i) values[i] = decode(f, codes[i]);
+  const std::size_t n = codes.size();
+  return nb::make_tuple(codes_to_numpy(std::move(codes), total_bits(f), {n}),
+                        to_numpy(std::move(values), {n}));
+}
+
+// quantise_operand on a T x K array; scales come back in the shape gemm() takes for the
+// engine's scaling (B's 128 x 128 blocks one row per block).
+nb::tuple quantize(const AnyArray& x, const std::string& format, const std::string& scaling,
+                   const std::string& role, int tensor_rows, int threads) {
+  const FormatSpec f = format_by_name(format);
+  const ScalingSpec s = scaling_by_name(scaling);
+  if (role != "a" && role != "b")
+    throw std::invalid_argument(fmt::format("unknown role '{}' (a, b)", role));
+  const OperandRole r = role == "a" ? OperandRole::a : OperandRole::b;
+  const View v = view(x, "x", "<f8", 2);
+  const int T = int(v.shape[0]), K = int(v.shape[1]);
+  const auto* p = static_cast<const double*>(v.data);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(p[i]))
+      throw std::invalid_argument(fmt::format("x: value at index {} is {}", i, p[i]));
+  QuantisedOperand q;
+  {
+    nb::gil_scoped_release release;
+    q = quantise_operand(s, r, f, T, K, {p, v.size()}, tensor_rows <= 0 ? T : tensor_rows,
+                         threads);
+  }
+  std::vector<std::uint32_t> codes(v.size());
+  for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = encode(q.operand.value[i], f);
+  // Rows of scales: every row_step-th row (tensor: one; B's blocks: one per Nc rows).
+  const Scaling engine = engine_scaling(s);
+  std::size_t row_step = 1;
+  std::string name(to_string(engine));
+  if (s.granularity == ScaleGranularity::tensor && (tensor_rows <= 0 || tensor_rows >= T)) {
+    row_step = std::size_t(T);
+    name = "tensor";
+  }
+  if (s.granularity == ScaleGranularity::block && r == OperandRole::b) row_step = s.nc;
+  std::vector<float> scales;
+  const std::size_t cols = q.scale_cols;
+  for (std::size_t t = 0; t < std::size_t(T) && cols; t += row_step)
+    scales.insert(scales.end(), q.scales.begin() + t * cols, q.scales.begin() + (t + 1) * cols);
+  const std::size_t rows = cols ? scales.size() / cols : 0;
+  return nb::make_tuple(codes_to_numpy(std::move(codes), total_bits(f), v.shape),
+                        to_numpy(std::move(scales), {rows, cols}), name,
+                        s.nc ? s.nc : 128, q.saturated);
+}
+
+}  // namespace
+
+void bind_format(nb::module_& m) {
+  m.def("formats", &preset_format_names, "Preset format names (aliases excluded).");
+  m.def("describe", &describe_format, nb::arg("fmt"), "A format's fields and derived values.");
+  m.def("encode", &encode_array, nb::arg("x"), nb::arg("fmt"), nb::arg("rounding") = "rne",
+        nb::arg("overflow") = "saturate", nb::arg("seed") = 0, nb::arg("sr_bits") = 32,
+        nb::arg("threads") = 0, "Codes of float32/float64 values rounded into fmt.");
+  m.def("decode", [](const AnyArray& c, const std::string& f) {
+          return code_values(c, f, [](const FormatSpec& s, std::uint32_t x) { return decode(s, x); });
+        }, nb::arg("codes"), nb::arg("fmt"), "Exact values of codes.");
+  m.def("next_up", [](const AnyArray& c, const std::string& f) {
+          return step_codes(c, f, [](const FormatSpec& s, std::uint32_t x) { return next_up(s, x); });
+        }, nb::arg("codes"), nb::arg("fmt"), "Next larger value's code.");
+  m.def("next_down", [](const AnyArray& c, const std::string& f) {
+          return step_codes(c, f, [](const FormatSpec& s, std::uint32_t x) { return next_down(s, x); });
+        }, nb::arg("codes"), nb::arg("fmt"), "Next smaller value's code.");
+  m.def("ulp", [](const AnyArray& c, const std::string& f) { return code_values(c, f, ulp_or_nan); },
+        nb::arg("codes"), nb::arg("fmt"), "Unit in the last place (NaN for Inf/NaN codes).");
+  m.def("table", &table, nb::arg("fmt"), "Every code of a format (<= 16 bits) and its value.");
+  m.def("quantize", &quantize, nb::arg("x"), nb::arg("fmt"), nb::arg("scaling"),
+        nb::arg("role") = "a", nb::arg("tensor_rows") = 0, nb::arg("threads") = 0,
+        "quantise_operand: (codes, scales, gemm scaling, block, saturated).");
+}
+
+}  // namespace fp8sim::py

@@ -1,0 +1,84 @@
+// bind_gemm: gemm() on caller arrays (no operand copies beyond the engine's one decode), models.
+#include <fmt/format.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <optional>
+#include <stdexcept>
+
+#include "accumulator.hpp"
+#include "arrays.hpp"
+#include "bindings.hpp"
+#include "gemm.hpp"
+#include "gemm_inputs.hpp"
+
+namespace fp8sim::py {
+namespace {
+
+nb::ndarray<nb::numpy, float> run_gemm(const AnyArray& a, const AnyArray& b,
+                                       const std::optional<AnyArray>& c,
+                                       const std::optional<AnyArray>& a_scales,
+                                       const std::optional<AnyArray>& b_scales,
+                                       const GemmOptions& g) {
+  const GemmSpec s = gemm_spec(g, a_scales.has_value(), b_scales.has_value());
+  const View A = view(a, "a", "|u1", 2), B = view(b, "b", "|u1", 2);
+  const std::size_t M = A.shape[0], K = A.shape[1], N = B.shape[0];
+  check_gemm_problem("a", "b", M, K, N, B.shape[1]);
+  validate(s, int(M), int(N), int(K));
+  std::span<const float> C;
+  if (c) {
+    const View v = view(*c, "c", "<f4");
+    if (v.shape != std::vector<std::size_t>{M, N})
+      throw std::runtime_error(fmt::format("c: expected shape ({}, {}), got {} values", M, N, v.size()));
+    C = {static_cast<const float*>(v.data), v.size()};
+  }
+  std::vector<float> sa, sb;
+  if (s.scaling != Scaling::none) {
+    const ScaleShapes sh = scale_shapes(s, int(M), int(N), int(K));
+    const View va = view(*a_scales, "a_scales"), vb = view(*b_scales, "b_scales");
+    sa = scale_values("a_scales", {va.descr, va.shape, va.data}, s.scaling, sh.a_rows, sh.a_cols);
+    sb = scale_values("b_scales", {vb.descr, vb.shape, vb.data}, s.scaling, sh.b_rows, sh.b_cols);
+  }
+  std::vector<float> D(M * N);
+  {
+    nb::gil_scoped_release release;
+    gemm(s, int(M), int(N), int(K), {static_cast<const std::uint8_t*>(A.data), M * K},
+         {static_cast<const std::uint8_t*>(B.data), N * K}, C, sa, sb, D);
+  }
+  return to_numpy(std::move(D), {M, N});
+}
+
+std::vector<std::tuple<std::string, std::string, std::string>> models() {
+  std::vector<std::tuple<std::string, std::string, std::string>> out;
+  for (const auto& m : accumulator_presets()) out.emplace_back(m.name, describe(m), m.evidence);
+  return out;
+}
+
+}  // namespace
+
+void bind_gemm(nb::module_& m) {
+  m.def(
+      "gemm",
+      [](const AnyArray& a, const AnyArray& b, const std::optional<AnyArray>& c,
+         const std::string& a_format, const std::string& b_format, const std::string& model,
+         int promote_every, const std::optional<AnyArray>& a_scales,
+         const std::optional<AnyArray>& b_scales, const std::string& scaling, int block,
+         const std::string& scale_order, const std::string& out_type, const std::string& device,
+         int threads) {
+        return run_gemm(a, b, c, a_scales, b_scales,
+                        {a_format, b_format, model, promote_every, scaling, block, scale_order,
+                         out_type, threads, device});
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("a_format"), nb::arg("b_format"),
+      nb::arg("model"), nb::arg("promote_every"), nb::arg("a_scales").none(),
+      nb::arg("b_scales").none(), nb::arg("scaling"), nb::arg("block"), nb::arg("scale_order"),
+      nb::arg("out_type"), nb::arg("device"), nb::arg("threads"),
+      "D = A B^T through an accumulator model, as `fp8sim gemm`.");
+  m.def("models", &models, "(name, parameters, evidence) of every accumulator preset.");
+  m.def("describe_model", [](const std::string& name) { return describe(accumulator_by_name(name)); },
+        nb::arg("model"), "A model's parameters, as `fp8sim models` prints them.");
+}
+
+}  // namespace fp8sim::py

@@ -1,0 +1,11 @@
+// module: fp8sim._core, the nanobind module over the C++ library (one core, thin front-end).
+#include "bindings.hpp"
+#include "revision.hpp"
+
+NB_MODULE(_core, m) {
+  m.doc() = "fp8sim's C++ core; use the fp8sim package, which wraps these functions.";
+  m.attr("git_revision") = fp8sim::git_revision();
+  fp8sim::py::bind_format(m);
+  fp8sim::py::bind_gemm(m);
+  fp8sim::py::bind_study(m);
+}

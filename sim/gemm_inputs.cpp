@@ -1,0 +1,88 @@
+// gemm_inputs: output-type names, problem checks and scale arrays shared by the front-ends.
+#include "gemm_inputs.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+namespace fp8sim {
+
+FormatSpec output_type_by_name(std::string_view name) {
+  if (name == "f32" || name == "fp32") return format_by_name("fp32");
+  if (name == "bf16") return format_by_name("bf16");
+  if (name == "f16" || name == "fp16") return format_by_name("fp16");
+  throw std::invalid_argument(fmt::format("unknown --out-type '{}' (f32, bf16, f16)", name));
+}
+
+GemmSpec gemm_spec(const GemmOptions& o, bool have_a_scales, bool have_b_scales) {
+  GemmSpec s;
+  s.a_format = format_by_name(o.a_format);
+  s.b_format = format_by_name(o.b_format);
+  s.model = accumulator_by_name(o.model);
+  s.promote_every = o.promote_every;
+  s.block = o.block;
+  s.order = parse_scale_order(o.scale_order);
+  s.out_type = output_type_by_name(o.out_type);
+  s.threads = o.threads;
+  s.device = parse_device(o.device);
+  s.scaling = resolve_scaling(o.scaling, have_a_scales, have_b_scales);
+  return s;
+}
+
+Scaling resolve_scaling(std::string_view name, bool have_a_scales, bool have_b_scales) {
+  const bool have_scales = have_a_scales || have_b_scales;
+  if (have_scales && !(have_a_scales && have_b_scales))
+    throw std::invalid_argument("--a-scales and --b-scales go together");
+  const Scaling s = name.empty() ? (have_scales ? Scaling::tensor : Scaling::none)
+                                 : parse_scaling(name);
+  if (s != Scaling::none && !have_scales)
+    throw std::invalid_argument(
+        fmt::format("--scaling {} needs --a-scales and --b-scales", to_string(s)));
+  if (s == Scaling::none && have_scales)
+    throw std::invalid_argument("scale files given with --scaling none");
+  return s;
+}
+
+void check_gemm_problem(std::string_view a_source, std::string_view b_source, std::size_t M,
+                        std::size_t K, std::size_t N, std::size_t Kb) {
+  if (Kb != K)
+    throw std::runtime_error(
+        fmt::format("{}: B is {} x {} but A is {} x {}: K differs", b_source, N, Kb, M, K));
+  if (M == 0 || N == 0 || K == 0)
+    throw std::runtime_error(
+        fmt::format("{}: empty operand ({} x {} times {} x {})", a_source, M, K, N, K));
+  if (M * N > (std::size_t{1} << 31) || K > (std::size_t{1} << 30))
+    throw std::runtime_error(fmt::format("{}: problem {} x {} x {} is too large", a_source, M, N, K));
+}
+
+std::vector<float> scale_values(std::string_view source, const ScaleArray& a, Scaling scaling,
+                                std::size_t rows, std::size_t cols) {
+  const bool codes = scaling == Scaling::mx && (a.descr == "|u1" || a.descr == "<u1");
+  if (!codes && a.descr != "<f4")
+    throw std::runtime_error(fmt::format("{}: expected dtype <f4{}, got {}", source,
+                                         scaling == Scaling::mx ? " or |u1" : "", a.descr));
+  const bool shape_ok = (a.shape == std::vector<std::size_t>{rows, cols}) ||
+                        (cols == 1 && a.shape == std::vector<std::size_t>{rows}) ||
+                        (rows * cols == 1 && a.shape.empty());
+  std::size_t n = 1;
+  for (std::size_t e : a.shape) n *= e;
+  if (!shape_ok)
+    throw std::runtime_error(fmt::format("{}: expected {} x {} scales for {} scaling, got {} values",
+                                         source, rows, cols, to_string(scaling), n));
+  std::vector<float> v(n);
+  if (codes) {
+    const FormatSpec e8m0 = format_by_name("ue8m0");
+    const auto* c = static_cast<const std::uint8_t*>(a.data);
+    for (std::size_t i = 0; i < n; ++i) v[i] = float(decode(e8m0, c[i]));
+  } else if (n) {
+    std::memcpy(v.data(), a.data, n * sizeof(float));
+  }
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i]))
+      throw std::runtime_error(fmt::format("{}: scale at index {} is {}", source, i, v[i]));
+  return v;
+}
+
+}  // namespace fp8sim

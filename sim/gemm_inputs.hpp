@@ -1,0 +1,67 @@
+// gemm_inputs: what every GEMM front-end (CLI, Python, GPU harness) checks and converts
+// before calling gemm(): output-type names, the problem shape, which scaling the given
+// scales mean, and scale arrays (dtype, shape, E8M0 codes decoded, finite values).
+//
+// Errors are one line naming the source (a file path or an argument name) and the problem;
+// the messages are the CLI's, so Python raises the same text the CLI prints.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "format.hpp"
+#include "gemm.hpp"
+
+namespace fp8sim {
+
+// A GEMM as a front-end names it: formats, model, scaling, scale order, output type and
+// device spelled as the CLI's options take them.
+struct GemmOptions {
+  std::string a_format = "e4m3", b_format = "e4m3";
+  std::string model = "hopper-wgmma";
+  int promote_every = 0;
+  std::string scaling;  // empty: tensor when scales are given, else none (resolve_scaling)
+  int block = 128;
+  std::string scale_order = "deepgemm";
+  std::string out_type = "f32";
+  int threads = 0;
+  std::string device = "cpu";
+};
+
+// The GemmSpec the options name, for a call with or without scale arrays. Throws
+// std::invalid_argument for an unknown name (messages of the parsers below).
+GemmSpec gemm_spec(const GemmOptions& o, bool have_a_scales, bool have_b_scales);
+
+// "f32" (alias fp32), "bf16", "f16" (alias fp16); throws std::invalid_argument otherwise.
+FormatSpec output_type_by_name(std::string_view name);
+
+// The scaling a front-end's arguments ask for: `name` empty means tensor when both scale
+// arrays are given, none when neither is. Throws std::invalid_argument when only one is
+// given, when a scaling needs scales and has none, or when scales come with "none".
+Scaling resolve_scaling(std::string_view name, bool have_a_scales, bool have_b_scales);
+
+// Checks A (M x K) and B (N x Kb) codes: K equal, nothing empty, within the engine's limits
+// (M * N <= 2^31, K <= 2^30). Throws std::runtime_error("<a_source or b_source>: ...").
+void check_gemm_problem(std::string_view a_source, std::string_view b_source, std::size_t M,
+                        std::size_t K, std::size_t N, std::size_t Kb);
+
+// A scale array as a front-end holds it: dtype spelled as .npy's descr ("<f4", or for MX
+// "|u1" E8M0 codes), its shape, and its bytes (little-endian, C order).
+struct ScaleArray {
+  std::string descr;
+  std::vector<std::size_t> shape;
+  const void* data = nullptr;
+};
+
+// The scale values gemm() takes (rows x cols for `scaling`, see scale_shapes()): float32
+// values, or uint8 E8M0 codes for MX decoded to their powers of two. Accepts shape
+// (rows, cols), (rows,) when cols is 1 and () for a single scale. Throws std::runtime_error
+// ("<source>: expected dtype <f4, got <f8", wrong shape, a non-finite scale).
+std::vector<float> scale_values(std::string_view source, const ScaleArray& a, Scaling scaling,
+                                std::size_t rows, std::size_t cols);
+
+}  // namespace fp8sim

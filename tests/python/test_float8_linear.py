@@ -1,0 +1,57 @@
+# test_float8_linear: Float8Linear's three GEMMs under autograd equal the same three GEMMs
+# called directly through the NumPy API (fp8sim.quantize + fp8sim.gemm).
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import fp8sim  # noqa: E402
+import fp8sim.torch as ft  # noqa: E402
+
+
+def direct_mm(g, a, b):
+    """A (M x K) times B^T (B: N x K) under GemmRecipe g, with the NumPy API only."""
+    qa = fp8sim.quantize(a, g.a_format, g.a_granularity, g.scale_encoding or None, role="a")
+    qb = fp8sim.quantize(b, g.b_format, g.b_granularity, g.scale_encoding or None, role="b")
+    scaled = qa.scaling != "none"
+    return fp8sim.gemm(qa.codes, qb.codes, a_format=g.a_format, b_format=g.b_format,
+                       model=g.model, promote_every=g.promote_every,
+                       a_scales=qa.scales if scaled else None,
+                       b_scales=qb.scales if scaled else None,
+                       scaling=qa.scaling, block=qa.block, scale_order=g.scale_order)
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "te-tensorwise", "mxfp8", "fast-accum"])
+def test_gradients_are_the_three_gemms(name, rng):
+    T, IN, OUT = 128, 256, 128
+    x = torch.from_numpy(rng.normal(size=(T, IN)).astype(np.float32)).requires_grad_()
+    lin = ft.Float8Linear(IN, OUT, recipe=name)
+    dy = torch.from_numpy(rng.normal(size=(T, OUT)).astype(np.float32) * 1e-3)
+    y = lin(x)
+    y.backward(dy)
+    r = ft.recipe(name)
+    xn, wn, dyn = x.detach().numpy().astype(np.float64), lin.weight.detach().numpy().astype(
+        np.float64), dy.numpy().astype(np.float64)
+    want_y = direct_mm(r.fprop, xn, wn) + lin.bias.detach().numpy()
+    want_dx = direct_mm(r.dgrad, dyn, wn.T.copy())
+    want_dw = direct_mm(r.wgrad, dyn.T.copy(), xn.T.copy())
+    assert np.array_equal(y.detach().numpy(), want_y), "Fprop"
+    assert np.array_equal(x.grad.numpy(), want_dx), "Dgrad"
+    assert np.array_equal(lin.weight.grad.numpy(), want_dw), "Wgrad"
+    assert torch.equal(lin.bias.grad, dy.sum(0))  # plain torch: bias is not an FP8 GEMM
+    # and it is close to the float32 layer (a sanity bound, not the oracle)
+    ref = torch.nn.functional.linear(x.detach(), lin.weight.detach(), lin.bias.detach())
+    rel = (y.detach() - ref).norm() / ref.norm()
+    assert rel < 0.1, f"{name}: relative error {rel:.3g}"
+
+
+def test_convert_replaces_linears_and_shares_parameters():
+    m = torch.nn.Sequential(torch.nn.Linear(128, 128), torch.nn.ReLU(),
+                            torch.nn.Sequential(torch.nn.Linear(128, 128)))
+    w = m[0].weight
+    ft.convert(m, recipe="fast-accum", filter_fn=lambda name, mod: True)
+    assert isinstance(m[0], ft.Float8Linear) and isinstance(m[2][0], ft.Float8Linear)
+    assert m[0].weight is w
+    custom = ft.with_model(ft.recipe("fast-accum"), "exact", 0)
+    assert ft.Float8Linear(128, 128, recipe=custom).recipe.fprop.model == "exact"
+    with pytest.raises(ValueError, match="unknown recipe 'nope'"):
+        ft.recipe("nope")
