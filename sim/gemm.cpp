@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "gemm_device.hpp"
 #include "parallel.hpp"
 
 namespace fp8sim {
@@ -506,9 +507,6 @@ void check_span(std::string_view what, std::size_t got, std::size_t want) {
 
 void gemm(const GemmSpec& s, const Operand& A_in, const Operand& B_in, std::span<const float> C,
           std::span<const float> sa, std::span<const float> sb, std::span<float> D) {
-  if (s.device != Device::cpu)  // TODO(gpu engine): dispatch to cuda/ here
-    throw std::invalid_argument(
-        fmt::format("device {}: fp8sim was built without the CUDA engine", to_string(s.device)));
   const auto ua = unpacked(s.model, A_in), ub = unpacked(s.model, B_in);
   const Operand& A = ua ? *ua : A_in;
   const Operand& B = ub ? *ub : B_in;
@@ -525,6 +523,7 @@ void gemm(const GemmSpec& s, const Operand& A_in, const Operand& B_in, std::span
   check_span("D", D.size(), std::size_t(M) * N);
   check_span("A scales", sa.size(), sh.a_rows * sh.a_cols);
   check_span("B scales", sb.size(), sh.b_rows * sh.b_cols);
+  if (spec.device == Device::cuda) return gemm_on_device(spec, A, B, C, sa, sb, D);
 
   const Engine engine(spec, A, B);
   const auto a_special = special_rows(A), b_special = special_rows(B);
@@ -580,6 +579,7 @@ void batched_dot(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
     check_span("A scales", sa.size(), T * per_row);
     check_span("B scales", sb.size(), T * per_row);
   }
+  if (spec.device == Device::cuda) return batched_dot_on_device(spec, A, B, C, sa, sb, D);
   const Engine engine(spec, A, B);
   const auto a_special = special_rows(A), b_special = special_rows(B);
   parallel_for(T, spec.threads, [&](std::size_t begin, std::size_t end) {
