@@ -207,24 +207,22 @@ __device__ inline double fast_step(const Params& p, const float* a, const float*
   }
   if (emax < kZeroExponent + 400) emax = kNoExponent;
   if (cj != 0.0) emax = max(emax, max(exponent_of(cj), m.c_min_exponent));
-  double r = 0.0;
-  if (emax != kNoExponent) {
-    const int E = emax - m.frac_bits;
-    if (!grid_ok<V>(E)) {
-      ok = false;
-      return 0.0;
-    }
-    const V mg = Magic<V>::pow2(E + Magic<V>::kDigits - 1);
-    const bool rne = m.term_cut == kRne;
-    V sum = 0;
-    for (int i = 0; i < n; ++i) sum += cut_term<V>(V(a[i]) * V(b[i]), mg, rne);
-    if (cj != 0.0) sum += cut_term<V>(V(cj), mg, rne);
-    if (!isfinite(sum)) {
-      ok = false;
-      return 0.0;
-    }
-    r = finish_step(p, double(sum));
+  // With every product zero the sum is still formed: 0 * Inf must surface as NaN.
+  const int E = emax == kNoExponent ? 0 : emax - m.frac_bits;
+  if (!grid_ok<V>(E)) {
+    ok = false;
+    return 0.0;
   }
+  const V mg = Magic<V>::pow2(E + Magic<V>::kDigits - 1);
+  const bool rne = m.term_cut == kRne;
+  V sum = 0;
+  for (int i = 0; i < n; ++i) sum += cut_term<V>(V(a[i]) * V(b[i]), mg, rne);
+  if (cj != 0.0) sum += cut_term<V>(V(cj), mg, rne);
+  if (!isfinite(sum)) {
+    ok = false;
+    return 0.0;
+  }
+  const double r = finish_step(p, double(sum));
   if (join) return r;
   return p.out_fp32_model ? double(__fadd_rn(float(r), float(c))) : add_c_after(m, r, c);
 }

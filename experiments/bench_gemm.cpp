@@ -67,7 +67,8 @@ std::pair<double, std::vector<float>> run_mmasim(const std::string& python, int 
             std::size_t(Mr) * K);
   write_npy((dir / "B.npy").string(), "|u1", {std::size_t(Nr), std::size_t(K)}, b.data(),
             std::size_t(Nr) * K);
-  const fs::path script = fs::path(FP8SIM_SOURCE_DIR) / "experiments" / "bench_mmasim.py";
+  const char* src = std::getenv("FP8SIM_SOURCE_DIR");  // a build moved to another machine
+  const fs::path script = fs::path(src ? src : FP8SIM_SOURCE_DIR) / "experiments" / "bench_mmasim.py";
   const std::string cmd = fmt::format("'{}' '{}' '{}' {}", python, script.string(), dir.string(), promote);
   std::pair<double, std::vector<float>> out{-1.0, {}};
   if (std::system(cmd.c_str()) == 0 && fs::exists(dir / "D.npy")) {
