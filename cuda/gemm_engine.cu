@@ -71,17 +71,22 @@ __global__ void dot_kernel(const Params p) {
   }
 }
 
-// Tile shapes of the tiled kernel: 128 x 64 outputs per block of 256 threads, 8 x 4 each.
-constexpr int kBM = 128, kBN = 64, kBK = 32, kTM = 8, kTN = 4;
+// Tile shapes of the tiled kernel, 256 threads a block, two blocks an SM (128 registers):
+//   float steps:  128 x 64 outputs a block, 8 x 4 a thread;
+//   double steps:  64 x 64 outputs a block, 4 x 4 a thread (double sums take two registers).
+template <class V> struct Tile;
+template <> struct Tile<float> { static constexpr int BM = 128, BN = 64, BK = 32, TM = 8, TN = 4; };
+template <> struct Tile<double> { static constexpr int BM = 64, BN = 64, BK = 32, TM = 4, TN = 4; };
 
 template <class V, int G, bool RNE>
 void launch_tiled(const Params& p, cudaStream_t st) {
-  auto kernel = gpu::tiled_gemm<V, G, RNE, kTM, kTN, kBM, kBN, kBK>;
-  constexpr int smem = gpu::tiled_smem_bytes(kBM, kBN, kBK);
+  using T = Tile<V>;
+  auto kernel = gpu::tiled_gemm<V, G, RNE, T::TM, T::TN, T::BM, T::BN, T::BK>;
+  constexpr int smem = gpu::tiled_smem_bytes(T::BM, T::BN, T::BK, T::TM, T::TN);
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
         "shared memory limit");
-  const dim3 grid((p.g.N + kBN - 1) / kBN, (p.g.M + kBM - 1) / kBM);
-  kernel<<<grid, (kBM / kTM) * (kBN / kTN), smem, st>>>(p);
+  const dim3 grid((p.g.N + T::BN - 1) / T::BN, (p.g.M + T::BM - 1) / T::BM);
+  kernel<<<grid, (T::BM / T::TM) * (T::BN / T::TN), smem, st>>>(p);
   check(cudaGetLastError(), "tiled kernel launch");
 }
 

@@ -9,13 +9,16 @@
 
 namespace fp8sim::gpu {
 
-// Dynamic shared memory of one block: A and B tiles, values and exponents, rows padded.
-constexpr int tiled_smem_bytes(int BM, int BN, int BK) { return 2 * BK * ((BM + 4) + (BN + 4)) * 4; }
+// Dynamic shared memory of one block: A and B tiles (values and exponents, rows padded) and
+// the threads' FP32 main accumulators (touched once per promotion, so kept out of registers).
+constexpr int tiled_smem_bytes(int BM, int BN, int BK, int TM, int TN) {
+  return 2 * BK * ((BM + 4) + (BN + 4)) * 4 + (BM / TM) * (BN / TN) * TM * TN * 4;
+}
 
 // Tile shapes (compile-time): a block of (BM/TM) x (BN/TN) threads owns a BM x BN tile of D
 // and walks K in slabs of BK (a multiple of the step length G).
 template <class V, int G, bool RNE, int TM, int TN, int BM, int BN, int BK>
-__global__ void __launch_bounds__((BM / TM) * (BN / TN))
+__global__ void __launch_bounds__((BM / TM) * (BN / TN), 2)
     tiled_gemm(const Params p) {
   constexpr int TX = BN / TN, NT = (BM / TM) * TX, PAD = 4;
   static_assert(BK % G == 0 && TM % 4 == 0 && TN % 4 == 0 && TM * TN <= 32);
@@ -24,6 +27,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
   auto Ae = reinterpret_cast<int(*)[BM + PAD]>(smem + BK * (BM + PAD) * 4);
   auto Bs = reinterpret_cast<float(*)[BN + PAD]>(smem + 2 * BK * (BM + PAD) * 4);
   auto Be = reinterpret_cast<int(*)[BN + PAD]>(smem + 2 * BK * (BM + PAD) * 4 + BK * (BN + PAD) * 4);
+  auto mainv = reinterpret_cast<float(*)[NT]>(smem + 2 * BK * ((BM + PAD) + (BN + PAD)) * 4);
   const DeviceGemm& g = p.g;
   const DeviceModel& m = g.model;
   const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
@@ -32,7 +36,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
   const int chunk = g.promote_every == 0 ? K : g.promote_every;
   const bool join = m.c_entry == 0;
 
-  float acc[TM][TN], mainv[TM][TN];
+  float acc[TM][TN];
   unsigned redo = 0;
 #pragma unroll
   for (int i = 0; i < TM; ++i)
@@ -42,7 +46,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
       const float c = g.C != nullptr && row < M && col < N ? g.C[std::size_t(row) * N + col] : 0.0f;
       acc[i][j] = c;  // fp32 C register (8-bit-exponent outputs only reach this kernel)
       if (!isfinite(c)) redo |= 1u << (i * TN + j);
-      mainv[i][j] = 0.0f;
+      mainv[i * TN + j][threadIdx.x] = 0.0f;
     }
 
   for (int k0 = 0; k0 < K; k0 += BK) {
@@ -68,7 +72,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
       for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) em[i][j] = kNoExponent;
-#pragma unroll 4
+#pragma unroll 1
       for (int kk = 0; kk < G; ++kk) {
         int ea[TM], eb[TN];
 #pragma unroll
@@ -99,7 +103,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
           sum[i][j] = 0;
         }
       // 2. Every product cut to its output's grid and summed exactly.
-#pragma unroll 4
+#pragma unroll 1
       for (int kk = 0; kk < G; ++kk) {
         float a[TM], b[TN];
 #pragma unroll
@@ -134,7 +138,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
           acc[i][j] = r;
           if (promote_now) {
             const int row = min(m0 + ty * TM + i, M - 1), col = min(n0 + tx * TN + j, N - 1);
-            mainv[i][j] = promote(p, mainv[i][j], r, row, col, chunk_start);
+            float& mv = mainv[i * TN + j][threadIdx.x];
+            mv = promote(p, mv, r, row, col, chunk_start);
             acc[i][j] = 0.0f;
           }
         }
@@ -149,7 +154,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
       if (row < M && col < N)
         g.D[std::size_t(row) * N + col] = (redo >> (i * TN + j)) & 1u
                                               ? __uint_as_float(kRedoBits)
-                                              : to_out_type(p, mainv[i][j]);
+                                              : to_out_type(p, mainv[i * TN + j][threadIdx.x]);
     }
 }
 
