@@ -15,6 +15,15 @@ constexpr int tiled_smem_bytes(int BM, int BN, int BK, int TM, int TN) {
   return 2 * BK * ((BM + 4) + (BN + 4)) * 4 + (BM / TM) * (BN / TN) * TM * TN * 4;
 }
 
+// A thread's N consecutive 4-byte elements of a shared-memory tile row, as 16-byte loads.
+template <int N, class T>
+__device__ __forceinline__ void load_fragment(T (&dst)[N], const T* src) {
+  static_assert(sizeof(T) == 4 && N % 4 == 0);
+#pragma unroll
+  for (int i = 0; i < N; i += 4)
+    *reinterpret_cast<int4*>(&dst[i]) = *reinterpret_cast<const int4*>(&src[i]);
+}
+
 // Tile shapes (compile-time): a block of (BM/TM) x (BN/TN) threads owns a BM x BN tile of D
 // and walks K in slabs of BK (a multiple of the step length G).
 template <class V, int G, bool RNE, int TM, int TN, int BM, int BN, int BK>
@@ -75,12 +84,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 2)
 #pragma unroll 1
       for (int kk = 0; kk < G; ++kk) {
         int ea[TM], eb[TN];
-#pragma unroll
-        for (int i = 0; i < TM; i += 4)
-          *reinterpret_cast<int4*>(&ea[i]) = *reinterpret_cast<const int4*>(&Ae[s + kk][ty * TM + i]);
-#pragma unroll
-        for (int j = 0; j < TN; j += 4)
-          *reinterpret_cast<int4*>(&eb[j]) = *reinterpret_cast<const int4*>(&Be[s + kk][tx * TN + j]);
+        load_fragment(ea, &Ae[s + kk][ty * TM]);
+        load_fragment(eb, &Be[s + kk][tx * TN]);
 #pragma unroll
         for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -106,12 +111,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 2)
 #pragma unroll 1
       for (int kk = 0; kk < G; ++kk) {
         float a[TM], b[TN];
-#pragma unroll
-        for (int i = 0; i < TM; i += 4)
-          *reinterpret_cast<float4*>(&a[i]) = *reinterpret_cast<const float4*>(&As[s + kk][ty * TM + i]);
-#pragma unroll
-        for (int j = 0; j < TN; j += 4)
-          *reinterpret_cast<float4*>(&b[j]) = *reinterpret_cast<const float4*>(&Bs[s + kk][tx * TN + j]);
+        load_fragment(a, &As[s + kk][ty * TM]);
+        load_fragment(b, &Bs[s + kk][tx * TN]);
 #pragma unroll
         for (int i = 0; i < TM; ++i)
 #pragma unroll
