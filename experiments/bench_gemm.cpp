@@ -14,6 +14,7 @@
 
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -45,6 +46,12 @@ std::vector<std::uint8_t> random_e4m3(std::size_t n, std::uint64_t stream) {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Same bits, or both NaN (a NaN's sign and payload are the arithmetic's, not the model's).
+bool same_result(float x, float y) {
+  return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y) ||
+         (std::isnan(x) && std::isnan(y));
 }
 
 // Random power-of-two scales of a spec's shapes (block scaling), none otherwise.
@@ -115,9 +122,8 @@ int bench_cuda(GemmSpec s, int M, int N, int K, const std::vector<std::uint8_t>&
   std::size_t same = 0;
   for (int m = 0; m < cm; ++m)
     for (int n = 0; n < cn; ++n)
-      same += std::bit_cast<std::uint32_t>(Dc[std::size_t(m) * cn + n]) ==
-              std::bit_cast<std::uint32_t>(D[std::size_t(m) * N + n]);
-  fmt::print("fp8sim cpu x{:<3}  {:>15} {:10.4f} s  {:.3g} emulated MAC/s   (cuda is {:.0f}x); bits equal cuda: {}/{}\n",
+      same += same_result(Dc[std::size_t(m) * cn + n], D[std::size_t(m) * N + n]);
+  fmt::print("fp8sim cpu x{:<3}  {:>15} {:10.4f} s  {:.3g} emulated MAC/s   (cuda is {:.0f}x); same results as cuda: {}/{}\n",
              resolve_threads(0), fmt::format("{}x{}x{}", cm, cn, K), cpu, double(cm) * cn * K / cpu,
              (macs / gpu) / (double(cm) * cn * K / cpu), same, Dc.size());
   // 3. The real FP8 GEMM.
@@ -142,10 +148,9 @@ int bench_cuda(GemmSpec s, int M, int N, int K, const std::vector<std::uint8_t>&
       std::size_t eq = 0;
       for (int m = 0; m < Mr; ++m)
         for (int n = 0; n < Nr; ++n)
-          eq += std::bit_cast<std::uint32_t>(Dm[std::size_t(m) * Nr + n]) ==
-                std::bit_cast<std::uint32_t>(D[std::size_t(m) * N + n]);
+          eq += same_result(Dm[std::size_t(m) * Nr + n], D[std::size_t(m) * N + n]);
       const double rate = double(Mr) * Nr * K / mm;
-      fmt::print("mmasim (gpu)    {:>16} {:10.4f} s  {:.3g} emulated MAC/s   (cuda is {:.0f}x); bits equal cuda: {}/{}\n",
+      fmt::print("mmasim (gpu)    {:>16} {:10.4f} s  {:.3g} emulated MAC/s   (cuda is {:.0f}x); same results as cuda: {}/{}\n",
                  fmt::format("{}x{}x{}", Mr, Nr, K), mm, rate, (macs / gpu) / rate, eq, Dm.size());
     }
   }
