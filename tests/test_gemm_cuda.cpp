@@ -129,27 +129,38 @@ int grid_test() {
       ++config;
     }
   }
-  // Batched dot products (the sweep engine's entry).
+  // Batched dot products (the sweep engine's entry), each model with every scaling.
   for (const char* name : {"hopper-wgmma", "blackwell-fp8", "hopper-mma-sync", "exact"}) {
-    GemmSpec s;
-    s.model = accumulator_by_name(name);
-    s.promote_every = 64;
-    s.out_type = format_by_name("fp32");
-    const int T = 20000, K = 256;
-    const Operand A = random_operand(format_by_name("e4m3"), T, K, stream++, 5);
-    const Operand B = random_operand(format_by_name("e4m3"), T, K, stream++, 5);
-    const auto C = random_floats(T, stream++, -10, 10);
-    std::vector<float> cpu(T), gpu(T);
-    s.device = Device::cpu;
-    batched_dot(s, A, B, C, {}, {}, cpu);
-    s.device = Device::cuda;
-    batched_dot(s, A, B, C, {}, {}, gpu);
-    t.outputs += T;
-    for (int i = 0; i < T; ++i)
-      if (!same(cpu[i], gpu[i]) && t.bad++ == 0)
-        t.first = fmt::format("seed={} batched_dot model={} T={} K={} row {}: cpu {:08x} cuda {:08x}",
-                              seed(), name, T, K, i, std::bit_cast<std::uint32_t>(cpu[i]),
-                              std::bit_cast<std::uint32_t>(gpu[i]));
+    for (const Scaling sc : scalings) {
+      GemmSpec s;
+      s.model = accumulator_by_name(name);
+      s.promote_every = 32;
+      s.scaling = sc;
+      s.block = 64;
+      s.out_type = format_by_name("fp32");
+      const int T = 4000, K = 256;
+      const int per_row = sc == Scaling::block ? K / 64 : sc == Scaling::mx ? K / 32 : 1;
+      const Operand A = random_operand(format_by_name("e4m3"), T, K, stream++, 5);
+      const Operand B = random_operand(format_by_name("e4m3"), T, K, stream++, 5);
+      const auto C = random_floats(T, stream++, -10, 10);
+      std::vector<float> sa, sb;
+      if (sc != Scaling::none) {
+        sa = random_floats(std::size_t(T) * per_row, stream++, -8, 8);
+        sb = random_floats(std::size_t(T) * per_row, stream++, -8, 8);
+      }
+      std::vector<float> cpu(T), gpu(T);
+      s.device = Device::cpu;
+      batched_dot(s, A, B, C, sa, sb, cpu);
+      s.device = Device::cuda;
+      batched_dot(s, A, B, C, sa, sb, gpu);
+      t.outputs += T;
+      for (int i = 0; i < T; ++i)
+        if (!same(cpu[i], gpu[i]) && t.bad++ == 0)
+          t.first = fmt::format(
+              "seed={} batched_dot model={} scaling={} T={} K={} row {}: cpu {:08x} cuda {:08x}",
+              seed(), name, to_string(sc), T, K, i, std::bit_cast<std::uint32_t>(cpu[i]),
+              std::bit_cast<std::uint32_t>(gpu[i]));
+    }
   }
   fmt::print("grid: seed={} {} models, {} configurations, {} outputs, {} differ\n", seed(),
              models.size(), t.configs, t.outputs, t.bad);
