@@ -192,6 +192,31 @@ __device__ __forceinline__ double finish_step(const Params& p, double v) {
   return round_output(p.g.model, unrounded_from_double(v), p.g.model.output_rounding);
 }
 
+// finish_step for an e8mX output (p.out_e8) and a cut sum v that is a float: the same bit
+// masking on v's float bits (an fp32-normal v keeps its value; a carry out of the largest
+// binade lands exactly on Inf's bits). Sets redo where finish_step's generic rounding is
+// needed (|v| below fp32's normal range).
+__device__ __forceinline__ float finish_step_e8(const Params& p, float v, bool& redo) {
+  if (v == 0.0f) return 0.0f;
+  if (fabsf(v) < 0x1p-126f) {
+    redo = true;
+    return 0.0f;
+  }
+  const int drop = p.out_drop - 29;  // 52 - 29 = 23: double's fraction bits to float's
+  if (drop == 0) return v;           // an fp32 output: v is already on its grid
+  const std::uint32_t low = (1u << drop) - 1;
+  std::uint32_t bits = __float_as_uint(v);
+  if (p.g.model.output_rounding == kRne) {
+    const std::uint32_t sign = bits & 0x80000000u;
+    std::uint32_t mm = bits & 0x7fffffffu;
+    mm += ((mm >> drop) & 1) + (low >> 1);
+    bits = sign | (mm & ~low);
+  } else {
+    bits &= ~low;
+  }
+  return __uint_as_float(bits);
+}
+
 // One fused step of the fast path on a[0..n) and b[0..n) with c (finite), c joining or
 // (c_entry add) added after. ok = false where the step needs the reference path.
 template <class V>

@@ -130,7 +130,10 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 2)
           V t = sum[i][j];
           if (join && acc[i][j] != 0.0f) t += cut_term<V>(V(acc[i][j]), mg[i][j], RNE);
           if (!isfinite(t)) redo |= 1u << (i * TN + j);
-          float r = float(finish_step(p, double(t)));
+          bool tiny = false;
+          float r = Magic<V>::kDigits == 24 ? finish_step_e8(p, float(t), tiny)
+                                            : float(finish_step(p, double(t)));
+          if (tiny) redo |= 1u << (i * TN + j);
           if (!join) r = __fadd_rn(r, acc[i][j]);
           if (!isfinite(r)) {
             redo |= 1u << (i * TN + j);
