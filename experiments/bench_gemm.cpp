@@ -2,22 +2,31 @@
 // Microsoft's MMA-Sim (PyPI `mmasim`) for a side-by-side rate and a bit-for-bit comparison.
 //
 //   fp8sim-bench-gemm [--m 256 --n 256 --k 4096 --promote-every 128 --model hopper-wgmma]
-//                     [--python PY] [--mmasim-rows 64]
+//                     [--python PY] [--mmasim-rows 64] [--device cpu|cuda]
+//                     [--scaling none|block --block 128] [--cpu-m 256 --cpu-n 256]
 // Prints one line per configuration. MMA-Sim runs on the first --mmasim-rows rows of A
 // (its rate is per emulated MAC, so the subset does not bias the ratio).
+// --device cuda: the CUDA engine's kernels at M x N x K, the CPU engine on all cores at
+// cpu-m x cpu-n x K, cuBLASLt's real FP8 GEMM at M x N x K (the slowdown factor) and MMA-Sim
+// on the GPU, side by side, and the CUDA engine's bits against the CPU engine's.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
 
 #include "gemm.hpp"
+#include "gemm_device.hpp"
 #include "npy.hpp"
 #include "parallel.hpp"
 #include "rng.hpp"
+#ifdef FP8SIM_HAVE_CUBLASLT_BENCH
+#include "cublaslt_bench.hpp"
+#endif
 
 using namespace fp8sim;
 namespace fs = std::filesystem;
@@ -39,6 +48,115 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Same bits, or both NaN (a NaN's sign and payload are the arithmetic's, not the model's).
+bool same_result(float x, float y) {
+  return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y) ||
+         (std::isnan(x) && std::isnan(y));
+}
+
+// Random power-of-two scales of a spec's shapes (block scaling), none otherwise.
+std::pair<std::vector<float>, std::vector<float>> scales(const GemmSpec& s, int M, int N, int K) {
+  const ScaleShapes sh = scale_shapes(s, M, N, K);
+  std::vector<float> sa(sh.a_rows * sh.a_cols), sb(sh.b_rows * sh.b_cols);
+  for (std::size_t i = 0; i < sa.size(); ++i) sa[i] = std::ldexp(1.0f, int(random_u64(7, 3, i) % 9) - 4);
+  for (std::size_t i = 0; i < sb.size(); ++i) sb[i] = std::ldexp(1.0f, int(random_u64(7, 4, i) % 9) - 4);
+  return {sa, sb};
+}
+
+// MMA-Sim (bench_mmasim.py) on the first rows of A and columns of B: {seconds, its D}, or
+// seconds < 0 when it did not run.
+std::pair<double, std::vector<float>> run_mmasim(const std::string& python, int Mr, int Nr, int K,
+                                                 int promote, const std::vector<std::uint8_t>& a,
+                                                 const std::vector<std::uint8_t>& b) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("fp8sim-bench-{}", ::getpid());
+  fs::create_directories(dir);
+  write_npy((dir / "A.npy").string(), "|u1", {std::size_t(Mr), std::size_t(K)}, a.data(),
+            std::size_t(Mr) * K);
+  write_npy((dir / "B.npy").string(), "|u1", {std::size_t(Nr), std::size_t(K)}, b.data(),
+            std::size_t(Nr) * K);
+  const char* src = std::getenv("FP8SIM_SOURCE_DIR");  // a build moved to another machine
+  const fs::path script = fs::path(src ? src : FP8SIM_SOURCE_DIR) / "experiments" / "bench_mmasim.py";
+  const std::string cmd = fmt::format("'{}' '{}' '{}' {}", python, script.string(), dir.string(), promote);
+  std::pair<double, std::vector<float>> out{-1.0, {}};
+  if (std::system(cmd.c_str()) == 0 && fs::exists(dir / "D.npy")) {
+    out.second = read_npy_checked((dir / "D.npy").string(), "<f4", {std::size_t(Mr), std::size_t(Nr)}).as<float>();
+    out.first = read_npy_checked((dir / "seconds.npy").string(), "<f8", {1}).as<double>()[0];
+  }
+  fs::remove_all(dir);
+  return out;
+}
+
+int bench_cuda(GemmSpec s, int M, int N, int K, const std::vector<std::uint8_t>& a,
+               const std::vector<std::uint8_t>& b, int cpu_m, int cpu_n, int reps,
+               int mmasim_rows, const std::string& python) {
+  const double macs = double(M) * N * K;
+  fmt::print("GEMM {}x{}x{} e4m3, model {} ({}), promote every {}, scaling {}\n", M, N, K,
+             s.model.name, describe(s.model), s.promote_every, to_string(s.scaling));
+  // 1. The CUDA engine: kernels only (operands decoded once, uploads not counted).
+  const Operand A = decode_operand(s.a_format, M, K, a), B = decode_operand(s.b_format, N, K, b);
+  const auto [sa, sb] = scales(s, M, N, K);
+  std::vector<float> D(std::size_t(M) * N);
+  double gpu = 1e300;
+  for (int r = 0; r < std::max(reps, 1); ++r) {
+    double t = 0;
+    gemm_on_device(s, A, B, {}, sa, sb, D, DeviceLaunch{0, false, &t});
+    gpu = std::min(gpu, t);
+  }
+  fmt::print("fp8sim cuda     {:>16} {:10.4f} s  {:.3g} emulated MAC/s\n",
+             fmt::format("{}x{}x{}", M, N, K), gpu, macs / gpu);
+  // 2. The CPU engine on every core, on the first cpu_m rows of A and cpu_n of B; bits
+  //    compared with the CUDA engine's.
+  const int cm = std::min(M, cpu_m), cn = std::min(N, cpu_n);
+  GemmSpec c = s;
+  c.device = Device::cpu;
+  c.threads = 0;
+  // The same scales: the first rows of A's, the first block rows of B's (scale_shapes).
+  const ScaleShapes sh = scale_shapes(c, cm, cn, K);
+  const std::span<const float> csa = std::span(sa).first(sh.a_rows * sh.a_cols);
+  const std::span<const float> csb = std::span(sb).first(sh.b_rows * sh.b_cols);
+  std::vector<float> Dc(std::size_t(cm) * cn);
+  const auto t0 = std::chrono::steady_clock::now();
+  gemm(c, cm, cn, K, std::span(a).first(std::size_t(cm) * K), std::span(b).first(std::size_t(cn) * K),
+       {}, csa, csb, Dc);
+  const double cpu = seconds_since(t0);
+  std::size_t same = 0;
+  for (int m = 0; m < cm; ++m)
+    for (int n = 0; n < cn; ++n)
+      same += same_result(Dc[std::size_t(m) * cn + n], D[std::size_t(m) * N + n]);
+  fmt::print("fp8sim cpu x{:<3}  {:>15} {:10.4f} s  {:.3g} emulated MAC/s   (cuda is {:.0f}x); same results as cuda: {}/{}\n",
+             resolve_threads(0), fmt::format("{}x{}x{}", cm, cn, K), cpu, double(cm) * cn * K / cpu,
+             (macs / gpu) / (double(cm) * cn * K / cpu), same, Dc.size());
+  // 3. The real FP8 GEMM.
+#ifdef FP8SIM_HAVE_CUBLASLT_BENCH
+  std::string err;
+  const double lt = cuda::cublaslt_fp8_seconds(M, N, K, std::max(reps, 5), &err);
+  if (lt > 0)
+    fmt::print("cuBLASLt fp8    {:>16} {:10.6f} s  {:.3g} MAC/s ({:.3g} FLOP/s); emulation is {:.0f}x slower\n",
+               fmt::format("{}x{}x{}", M, N, K), lt, macs / lt, 2 * macs / lt, gpu / lt);
+  else
+    fmt::print("cuBLASLt fp8    not run: {}\n", err);
+#else
+  fmt::print("cuBLASLt fp8    not built (no CUDA in this build)\n");
+#endif
+  // 4. MMA-Sim on the same GPU (hopper-wgmma, no scales only).
+  if (mmasim_rows > 0 && s.scaling == Scaling::none) {
+    const int Mr = std::min(M, mmasim_rows), Nr = std::min(N, 256);
+    const auto [mm, Dm] = run_mmasim(python, Mr, Nr, K, s.promote_every, a, b);
+    if (mm < 0) {
+      fmt::print("mmasim          not run (needs `pip install mmasim`, which pulls in torch)\n");
+    } else {
+      std::size_t eq = 0;
+      for (int m = 0; m < Mr; ++m)
+        for (int n = 0; n < Nr; ++n)
+          eq += same_result(Dm[std::size_t(m) * Nr + n], D[std::size_t(m) * N + n]);
+      const double rate = double(Mr) * Nr * K / mm;
+      fmt::print("mmasim (gpu)    {:>16} {:10.4f} s  {:.3g} emulated MAC/s   (cuda is {:.0f}x); same results as cuda: {}/{}\n",
+                 fmt::format("{}x{}x{}", Mr, Nr, K), mm, rate, (macs / gpu) / rate, eq, Dm.size());
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,6 +173,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--mmasim-rows", mmasim_rows, "Rows of A given to MMA-Sim (0: skip it)")
       ->capture_default_str();
+  std::string device = "cpu", scaling = "none";
+  int block = 128, cpu_m = 256, cpu_n = 256;
+  app.add_option("--device", device, "cpu|cuda: the engine to time")->capture_default_str();
+  app.add_option("--scaling", scaling, "none|block (1 x block / block x block scales)")
+      ->capture_default_str();
+  app.add_option("--block", block)->capture_default_str();
+  app.add_option("--cpu-m", cpu_m, "--device cuda: rows of A for the CPU engine's rate")
+      ->capture_default_str();
+  app.add_option("--cpu-n", cpu_n, "--device cuda: rows of B for the CPU engine's rate")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -63,9 +191,14 @@ int main(int argc, char** argv) {
     s.model = accumulator_by_name(model);
     s.promote_every = promote;
     s.out_type = format_by_name("fp32");
+    s.device = parse_device(device);
+    s.scaling = parse_scaling(scaling);
+    s.block = block;
     const auto a = random_e4m3(std::size_t(M) * K, 1), b = random_e4m3(std::size_t(N) * K, 2);
     const double macs = double(M) * N * K;
     std::vector<float> D(std::size_t(M) * N);
+    if (s.device == Device::cuda)
+      return bench_cuda(s, M, N, K, a, b, cpu_m, cpu_n, reps, mmasim_rows, python);
     const int hw = resolve_threads(0);
     fmt::print("GEMM {}x{}x{} e4m3, model {} ({}), promote every {}\n", M, N, K, model,
                describe(s.model), promote);

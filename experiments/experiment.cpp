@@ -73,6 +73,7 @@ nlohmann::json manifest(const Experiment& e, const SweepResult& r, const std::st
   j["seed"] = s.seed;
   j["trials"] = s.trials;
   j["threads"] = resolve_threads(s.threads);
+  j["device"] = to_string(s.device);
   j["tensor_rows"] = s.tensor_rows;
   j["git_revision"] = git_revision();
   j["created_utc"] = iso_time_utc();
@@ -117,6 +118,9 @@ int run(const Experiment& e, int argc, char** argv) {
       ->check(CLI::Range(1, 10000000));
   app.add_option("--threads", o.threads, "worker threads (0: all); results never depend on it")
       ->check(CLI::Range(0, 4096));
+  std::string device = "cpu";
+  app.add_option("--device", device, "cpu|cuda: where the GEMM engine runs (same bits)")
+      ->capture_default_str();
   app.add_flag("--paper", o.paper, "paper-size trial counts");
   app.add_flag("--progress", progress, "show a progress bar even when stderr is not a terminal");
   try {
@@ -128,10 +132,12 @@ int run(const Experiment& e, int argc, char** argv) {
     return 2;
   }
   try {
+    o.device = parse_device(device);
     SweepSpec s = e.build();
     s.trials = o.trials > 0 ? o.trials : o.paper ? e.paper_trials : e.default_trials;
     s.seed = o.seed;
     s.threads = o.threads;
+    s.device = o.device;
     std::string command;
     for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
 

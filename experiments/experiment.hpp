@@ -19,6 +19,7 @@ struct Options {
   bool paper = false;
   std::uint64_t seed = 1;
   int threads = 0;
+  Device device = Device::cpu;
 };
 
 struct Experiment {

@@ -20,6 +20,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "gemm_device.hpp"
 #include "gemm_path.hpp"
 #include "parallel.hpp"
 
@@ -472,7 +473,7 @@ enum class Pairing {
 };
 
 // The one engine entry under gemm() and batched_dot(): operands unpacked for the model, the
-// spec checked against the shapes, then every output through one Engine.
+// spec checked against the shapes, then every output through one Engine (or the device's).
 void run_engine(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
                 std::span<const float> C, std::span<const float> sa, std::span<const float> sb,
                 std::span<float> D, Pairing pairing) {
@@ -506,6 +507,9 @@ void run_engine(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
     check_span("A scales", sa.size(), sh.a_rows * sh.a_cols);
     check_span("B scales", sb.size(), sh.b_rows * sh.b_cols);
   }
+  if (spec.device == Device::cuda)
+    return all_pairs ? gemm_on_device(spec, A, B, C, sa, sb, D)
+                     : batched_dot_on_device(spec, A, B, C, sa, sb, D);
 
   const Engine engine(spec, A, B);
   const auto a_special = special_rows(A), b_special = special_rows(B);
@@ -532,9 +536,6 @@ void run_engine(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
 
 void gemm(const GemmSpec& s, const Operand& A, const Operand& B, std::span<const float> C,
           std::span<const float> sa, std::span<const float> sb, std::span<float> D) {
-  if (s.device != Device::cpu)  // TODO(gpu engine): dispatch to cuda/ here
-    throw std::invalid_argument(
-        fmt::format("device {}: fp8sim was built without the CUDA engine", to_string(s.device)));
   run_engine(s, A, B, C, sa, sb, D, Pairing::all_pairs);
 }
 

@@ -111,6 +111,7 @@ Case read_case(const std::string& dir, const json& j, const ReplayOptions& o, Wh
     }
   };
   GemmSpec& s = cs.spec;
+  s.device = o.device;
   s.a_format = spec_call([&] { return format_by_name(get_string(need(j, "a_format", w), "a_format", w)); });
   s.b_format = spec_call([&] { return format_by_name(get_string(need(j, "b_format", w), "b_format", w)); });
   if (!o.model.empty()) {

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "device.hpp"
+
 namespace fp8sim {
 
 struct ReplayOptions {
@@ -31,6 +33,7 @@ struct ReplayOptions {
   int promote_every = -1;     // overrides every case's "promote_every" when >= 0
   std::string case_name;      // replay only this case when not empty
   int threads = 0;            // engine threads (0 = all); results never depend on it
+  Device device = Device::cpu;  // where the engine runs
 };
 
 struct ReplayMismatch {

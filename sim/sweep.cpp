@@ -59,6 +59,7 @@ GemmSpec engine_spec(const SweepSpec& s, const SweepConfig& c) {
   g.order = ScaleOrder::deepgemm;
   g.out_type = format_by_name("fp32");
   g.threads = s.threads;
+  g.device = s.device;
   return g;
 }
 

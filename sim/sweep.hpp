@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "accumulator.hpp"
+#include "device.hpp"
 #include "distributions.hpp"
 #include "format.hpp"
 #include "metrics.hpp"
@@ -48,6 +49,7 @@ struct SweepSpec {
   int tensor_rows = 128;        // rows sharing one "tensor" scale (scaling.hpp)
   std::uint64_t seed = 1;
   int threads = 0;              // 0: all hardware threads; results never depend on it
+  Device device = Device::cpu;  // where the GEMM engine runs; results never depend on it
   bool skip_invalid = false;    // skip engine-invalid combinations (listed in the result)
                                 // instead of throwing
   std::size_t chunk_elements = std::size_t(1) << 23;  // trials run in chunks of about this

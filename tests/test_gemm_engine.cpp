@@ -16,6 +16,7 @@
 #include "accumulator.hpp"
 #include "exact.hpp"
 #include "gemm.hpp"
+#include "model_grid.hpp"
 #include "rng.hpp"
 #include "test_seed.hpp"
 
@@ -126,21 +127,7 @@ Operand random_operand(const FormatSpec& f, int rows, int cols, std::uint64_t st
 }  // namespace
 
 TEST_CASE("engine equals the reference step over a grid of models", "[unit][differential]") {
-  std::vector<std::string> models;
-  for (const auto& p : accumulator_presets()) models.push_back(p.name);
-  for (int g : {1, 4, 8, 16, 32, 64})
-    for (int frac : {0, 3, 10, 13, 20, 23, 24, 30, 40, 55, 62})
-      for (const char* cut : {"rz", "rne"})
-        models.push_back(fmt::format("custom:group={},frac={},cut={}", g, frac, cut));
-  for (const char* extra : {"custom:out=24,outround=rne", "custom:out=8,outround=ru",
-                            "custom:out=11,outround=rd", "custom:out=14,outround=rna",
-                            "custom:c=exact", "custom:c=add", "custom:renorm=1",
-                            "custom:renorm=1,cut=rne,frac=20", "custom:outfmt=fp16,outround=rz",
-                            "custom:outfmt=bf16,outround=rne", "custom:group=32,frac=exact,c=add",
-                            "custom:group=8,frac=exact,out=24,outround=rz",
-                            "custom:group=8,block=16,c=add,frac=20",
-                            "custom:group=4,block=8,interleave=1,c=add,outfmt=fp16,outround=rne"})
-    models.push_back(extra);
+  const std::vector<std::string> models = test::model_grid();
 
   const int M = 3, N = 4, K = 128;
   std::uint64_t stream = 100;

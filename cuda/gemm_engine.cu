@@ -1,0 +1,176 @@
+// gemm_engine: the CUDA GEMM engine behind GemmSpec::device == cuda (run_device_gemm).
+//
+// Path choice, from the model's data (as sim/gemm.cpp's Engine chooses):
+//   tiled_gemm    integer-step models (no block, c join, or c add with an fp32 output)
+//                 with an e8mX output rounded rz/rne and a step of 16 or 32 products;
+//   dot_kernel    one thread per output through gemm_engine_step.cuh's dot_output (fast
+//                 steps where exact, reference steps elsewhere): every other model, every
+//                 output the tiled kernel hands back (kRedoBits), and batched dot products.
+// Operands are uploaded once as values (alignment exponents are derived on the GPU); no
+// M x N x K temporaries. Every output is one fixed sequence along K, so results do not
+// depend on the launch configuration or the stream.
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "device_gemm.hpp"
+#include "gemm_engine_tiled.cuh"
+
+namespace fp8sim {
+namespace {
+
+using gpu::FastPath;
+using gpu::Params;
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("device cuda: ") + what + ": " + cudaGetErrorString(e));
+}
+
+struct DeviceFree {
+  void operator()(void* p) const { cudaFree(p); }
+};
+using DeviceBuffer = std::unique_ptr<void, DeviceFree>;
+
+template <class T>
+T* upload(const T* host, std::size_t n, cudaStream_t st, DeviceBuffer& keep) {
+  if (host == nullptr || n == 0) return nullptr;
+  void* d = nullptr;
+  check(cudaMalloc(&d, n * sizeof(T)), "cudaMalloc");
+  keep.reset(d);
+  check(cudaMemcpyAsync(d, host, n * sizeof(T), cudaMemcpyHostToDevice, st), "upload");
+  return static_cast<T*>(d);
+}
+
+int bit_width(unsigned x) { return x == 0 ? 0 : 32 - __builtin_clz(x); }
+
+// The fast step's number type: float where products, grid and sums are exact in float
+// (the CPU's int32_float condition), double where they are in double, else none.
+FastPath choose_fast(const DeviceGemm& g) {
+  const DeviceModel& m = g.model;
+  if (m.exact || m.c_entry == 1 || m.block != 0 || m.renormalise || m.group < 1) return FastPath::none;
+  const int lo = std::min(g.a_min_normal - g.a_mantissa, g.b_min_normal - g.b_mantissa);
+  const int hi = g.a_max_exponent + g.b_max_exponent + 2;
+  const bool float_products = g.a_mantissa + g.b_mantissa + 2 <= 24 && 2 * lo >= -126 && hi <= 127;
+  const int f = m.frac_bits, sum_bits = bit_width(static_cast<unsigned>(m.group + 1));
+  if (float_products && f + 2 + sum_bits <= 24 && f <= 20) return FastPath::f32;
+  if (f + 2 + sum_bits <= 53 && f <= 49) return FastPath::f64;
+  return FastPath::none;
+}
+
+__global__ void dot_kernel(const Params p) {
+  const std::size_t outputs = std::size_t(p.g.M) * p.g.N;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < outputs;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    if (p.redo_only && __float_as_uint(p.g.D[i]) != gpu::kRedoBits) continue;
+    const int a_row = p.g.batched ? int(i) : int(i / p.g.N);
+    const int b_row = p.g.batched ? int(i) : int(i % p.g.N);
+    p.g.D[i] = gpu::dot_output(p, a_row, b_row, p.g.C ? p.g.C[i] : 0.0f);
+  }
+}
+
+// Tile shapes of the tiled kernel, 256 threads a block, two blocks an SM (128 registers):
+//   float steps:  128 x 64 outputs a block, 8 x 4 a thread;
+//   double steps:  64 x 64 outputs a block, 4 x 4 a thread (double sums take two registers).
+template <class V> struct Tile;
+template <> struct Tile<float> { static constexpr int BM = 128, BN = 64, BK = 32, TM = 8, TN = 4; };
+template <> struct Tile<double> { static constexpr int BM = 64, BN = 64, BK = 32, TM = 4, TN = 4; };
+
+template <class V, int G, bool RNE>
+void launch_tiled(const Params& p, cudaStream_t st) {
+  using T = Tile<V>;
+  auto kernel = gpu::tiled_gemm<V, G, RNE, T::TM, T::TN, T::BM, T::BN, T::BK>;
+  constexpr int smem = gpu::tiled_smem_bytes(T::BM, T::BN, T::BK, T::TM, T::TN);
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+        "shared memory limit");
+  const dim3 grid((p.g.N + T::BN - 1) / T::BN, (p.g.M + T::BM - 1) / T::BM);
+  kernel<<<grid, (T::BM / T::TM) * (T::BN / T::TN), smem, st>>>(p);
+  check(cudaGetLastError(), "tiled kernel launch");
+}
+
+// Whether the tiled kernel runs this GEMM, and which instance; false: dot_kernel only.
+bool launch_tiled_for(const Params& p, cudaStream_t st) {
+  const DeviceModel& m = p.g.model;
+  const bool c_ok = m.c_entry == 0 || (m.c_entry == 2 && p.out_fp32_model);
+  if (p.g.batched || p.fast == FastPath::none || !p.out_e8 || !m.c_register_fp32 || !c_ok)
+    return false;
+  const bool rne = m.term_cut == kRne;
+  if (p.fast == FastPath::f32) {
+    if (m.group == 32) rne ? launch_tiled<float, 32, true>(p, st) : launch_tiled<float, 32, false>(p, st);
+    else if (m.group == 16) rne ? launch_tiled<float, 16, true>(p, st) : launch_tiled<float, 16, false>(p, st);
+    else return false;
+    return true;
+  }
+  if (m.group == 32) rne ? launch_tiled<double, 32, true>(p, st) : launch_tiled<double, 32, false>(p, st);
+  else if (m.group == 16) rne ? launch_tiled<double, 16, true>(p, st) : launch_tiled<double, 16, false>(p, st);
+  else return false;
+  return true;
+}
+
+void launch_dot(Params p, bool redo_only, cudaStream_t st) {
+  p.redo_only = redo_only;
+  const std::size_t outputs = std::size_t(p.g.M) * p.g.N;
+  const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((outputs + 127) / 128, 1u << 20));
+  dot_kernel<<<blocks, 128, 0, st>>>(p);
+  check(cudaGetLastError(), "dot kernel launch");
+}
+
+}  // namespace
+
+void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    throw std::runtime_error("device cuda: no CUDA device");
+  }
+  // The reference step's frames (WideSum, nested for c=add) outgrow the default stack.
+  check(cudaDeviceSetLimit(cudaLimitStackSize, 8192), "stack size");
+  cudaStream_t st = nullptr;
+  if (launch.own_stream) check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
+  struct StreamGuard {
+    cudaStream_t s;
+    ~StreamGuard() {
+      if (s) cudaStreamDestroy(s);
+    }
+  } guard{st};
+
+  Params p;
+  p.g = g;
+  const DeviceModel& m = g.model;
+  p.fast = choose_fast(g);
+  const bool e8 = m.output.min_exponent == -126 && m.output.max_exponent == 127;
+  p.out_e8 = e8 && (m.output_rounding == kRz || m.output_rounding == kRne);
+  p.out_drop = 52 - m.output.mantissa_bits;
+  p.out_fp32_model = e8 && m.output.mantissa_bits == 23;
+
+  const std::size_t outputs = std::size_t(g.M) * g.N;
+  const std::size_t b_rows = g.batched ? std::size_t(g.M) : std::size_t(g.N);
+  DeviceBuffer bufA, bufB, bufC, bufSa, bufSb, bufD;
+  p.g.A = upload(g.A, std::size_t(g.M) * g.K, st, bufA);
+  p.g.B = upload(g.B, b_rows * g.K, st, bufB);
+  p.g.C = upload(g.C, g.C ? outputs : 0, st, bufC);
+  p.g.sa = upload(g.sa, g.sa_size, st, bufSa);
+  p.g.sb = upload(g.sb, g.sb_size, st, bufSb);
+  void* d = nullptr;
+  check(cudaMalloc(&d, outputs * sizeof(float)), "cudaMalloc");
+  bufD.reset(d);
+  p.g.D = static_cast<float*>(d);
+
+  cudaEvent_t ev[2];
+  for (auto& e : ev) check(cudaEventCreate(&e), "event");
+  check(cudaEventRecord(ev[0], st), "event");
+  const bool tiled = launch.kernel == 0 && launch_tiled_for(p, st);
+  launch_dot(p, tiled, st);
+  check(cudaEventRecord(ev[1], st), "event");
+  check(cudaMemcpyAsync(g.D, p.g.D, outputs * sizeof(float), cudaMemcpyDeviceToHost, st),
+        "download");
+  check(cudaStreamSynchronize(st), "kernel");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, ev[0], ev[1]), "event");
+  for (auto& e : ev) cudaEventDestroy(e);
+  if (launch.kernel_seconds) *launch.kernel_seconds = ms * 1e-3;
+}
+
+}  // namespace fp8sim

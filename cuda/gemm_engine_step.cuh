@@ -1,0 +1,307 @@
+// gemm_engine_step: one fused step and one output's dot product on the GPU, the same bits
+// as sim/gemm.cpp's Engine: a fast step (products aligned, cut and summed exactly in float
+// or double through a magic-constant add) where it is exact, else the reference step
+// (sim/accumulator.cpp's fused_step_exponents / fused_block, with WideSum).
+#pragma once
+
+#include <cstdint>
+
+#include "gemm_engine_arith.cuh"
+
+namespace fp8sim::gpu {
+
+enum class FastPath : int { none = 0, f32 = 1, f64 = 2 };
+
+constexpr int kZeroExponent = -1000;  // sim's Operand::kZeroExponent
+constexpr int kNoExponent = -(1 << 30);
+// Written by the tiled kernel where an output needs the per-output kernel (a signalling
+// NaN payload no arithmetic produces).
+constexpr std::uint32_t kRedoBits = 0x7fa5a5a5u;
+
+// Everything a kernel needs, in device memory.
+struct Params {
+  DeviceGemm g;               // A, B, C, sa, sb, D point to device memory
+  FastPath fast = FastPath::none;
+  bool out_e8 = false;        // output e8mX rounded rz/rne: rounding by bit masking
+  int out_drop = 0;           // 52 - output mantissa bits
+  bool redo_only = false;     // per-output kernel: only outputs holding kRedoBits
+  bool out_fp32_model = false;  // the model's output is fp32 itself (c=add: one fp32 add)
+};
+
+// The alignment exponent of an operand value (sim's decode_operand / operand_exponent).
+__device__ __forceinline__ int align_exponent(float v, int align_min) {
+  const std::uint32_t b = __float_as_uint(v);
+  if ((b & 0x7fffffffu) == 0) return kZeroExponent;
+  const int e = static_cast<int>((b >> 23) & 0xff) - 127;
+  return e > align_min ? e : align_min;
+}
+
+// floor(log2|x|) of a nonzero finite double.
+__device__ __forceinline__ int exponent_of(double x) { return ilogb(x); }
+
+// ---- the reference step --------------------------------------------------------------------
+
+// Element i of a block of n in the model's order (interleave: k mod 4 in {0,1}, then {2,3}).
+__device__ inline int element(bool interleave, int i, int n) {
+  if (!interleave) return i;
+  const int h = n / 2;
+  const int j = i < h ? i : i - h;
+  return (j / 2) * 4 + (i < h ? 0 : 2) + j % 2;
+}
+
+__device__ inline double cut_to_grid(double x, int grid, int cut) {
+  const double y = ldexp(x, -grid);
+  return ldexp(cut == kRz ? trunc(y) : rint(y), grid);
+}
+
+// sim's add_c_after: r + c in one IEEE add into the output, nearest even.
+__device__ inline double add_c_after(const DeviceModel& m, double r, double c) {
+  if (!isfinite(r) || !isfinite(c)) return r + c;
+  WideSum s;
+  s.add(r);
+  s.add(c);
+  return round_output(m, s.unrounded(), kRne);
+}
+
+// sim's fused_step_exponents on elements k = element(interleave, off + i, nblock), i < n, of
+// a and b, with c entering as c_entry says (fused_block runs its sub-steps through it).
+__device__ inline double reference_step(const DeviceModel& m, const Params& p, const float* a,
+                                        const float* b, int off, int n, int nblock,
+                                        bool interleave, int c_entry, double c) {
+  bool nan = isnan(c), pos_inf = c == INFINITY, neg_inf = c == -INFINITY;
+  for (int i = 0; i < n; ++i) {
+    const int k = element(interleave, off + i, nblock);
+    const double x = a[k], y = b[k];
+    if (isnan(x) || isnan(y)) nan = true;
+    if (isinf(x) || isinf(y)) {
+      if (x == 0.0 || y == 0.0) nan = true;
+      else if ((x < 0) != (y < 0)) neg_inf = true;
+      else pos_inf = true;
+    }
+  }
+  if (nan || (pos_inf && neg_inf)) return __longlong_as_double(0x7ff8000000000000LL);
+  if (pos_inf) return INFINITY;
+  if (neg_inf) return -INFINITY;
+  if (c_entry == 2)
+    return add_c_after(m, reference_step(m, p, a, b, off, n, nblock, interleave, 0, 0.0), c);
+  WideSum s;
+  if (m.exact) {
+    s.add(c);
+    for (int i = 0; i < n; ++i) {
+      const int k = element(interleave, off + i, nblock);
+      s.add(double(a[k]) * double(b[k]));
+    }
+    return round_output(m, s.unrounded(), m.output_rounding);
+  }
+  int emax = kNoExponent;
+  for (int i = 0; i < n; ++i) {
+    const int k = element(interleave, off + i, nblock);
+    const double prod = double(a[k]) * double(b[k]);
+    if (prod == 0.0) continue;
+    const int e = m.renormalise ? exponent_of(prod)
+                                : align_exponent(a[k], p.g.a_align_min) +
+                                      align_exponent(b[k], p.g.b_align_min);
+    emax = e > emax ? e : emax;
+  }
+  if (c_entry == 0 && c != 0.0) {
+    const int e = max(exponent_of(c), m.c_min_exponent);
+    emax = e > emax ? e : emax;
+  }
+  if (emax == kNoExponent) {
+    s.add(c);
+    return round_output(m, s.unrounded(), m.output_rounding);
+  }
+  const int grid = emax - m.frac_bits;
+  for (int i = 0; i < n; ++i) {
+    const int k = element(interleave, off + i, nblock);
+    s.add(cut_to_grid(double(a[k]) * double(b[k]), grid, m.term_cut));
+  }
+  s.add(c_entry == 0 ? cut_to_grid(c, grid, m.term_cut) : c);
+  return round_output(m, s.unrounded(), m.output_rounding);
+}
+
+// sim's fused_block: a model with a block runs chained sub-steps from zero (c joining each)
+// in the block's element order, then adds the block's result into c.
+__device__ inline double reference_block(const DeviceModel& m, const Params& p, const float* a,
+                                         const float* b, int n, double c) {
+  if (m.block == 0) return reference_step(m, p, a, b, 0, n, n, false, m.c_entry, c);
+  double s = 0.0;
+  for (int j = 0; j < n; j += m.group)
+    s = reference_step(m, p, a, b, j, min(m.group, n - j), n, m.interleave, 0, s);
+  return add_c_after(m, s, c);
+}
+
+// ---- the fast step -------------------------------------------------------------------------
+
+template <class V> struct Magic;
+template <> struct Magic<float> {
+  static constexpr int kDigits = 24;
+  __device__ static float pow2(int e) { return __uint_as_float(static_cast<std::uint32_t>(e + 127) << 23); }
+  __device__ static float cut(float ap, float mg, bool rne) { return rne ? __fadd_rn(ap, mg) : __fadd_rz(ap, mg); }
+  __device__ static float signed_term(float t, float prod) {
+    return __uint_as_float(__float_as_uint(t) | (__float_as_uint(prod) & 0x80000000u));
+  }
+};
+template <> struct Magic<double> {
+  static constexpr int kDigits = 53;
+  __device__ static double pow2(int e) {
+    return __longlong_as_double(static_cast<long long>(e + 1023) << 52);
+  }
+  __device__ static double cut(double ap, double mg, bool rne) { return rne ? __dadd_rn(ap, mg) : __dadd_rz(ap, mg); }
+  __device__ static double signed_term(double t, double prod) {
+    return __longlong_as_double(__double_as_longlong(t) |
+                                (__double_as_longlong(prod) & (long long)0x8000000000000000ULL));
+  }
+};
+
+// The grid exponent E fits the magic constant 2^(E + digits - 1) and the result scale.
+template <class V>
+__device__ __forceinline__ bool grid_ok(int E) {
+  constexpr int hi = Magic<V>::kDigits == 24 ? 127 : 1023;
+  return E + Magic<V>::kDigits - 1 <= hi && E >= -hi + 1;
+}
+
+// |x| cut to the grid of magic constant mg = 2^(E + digits - 1) (the grid is 2^E), sign
+// restored: the cut value itself, exact for |x| < mg / 2.
+template <class V>
+__device__ __forceinline__ V cut_term(V x, V mg, bool rne) {
+  const V t = Magic<V>::cut(fabs(x), mg, rne);
+  return Magic<V>::signed_term(t - mg, x);
+}
+
+// The step's output rounding of the exact cut sum v (a multiple of the grid 2^E with at most
+// 53 significant bits): sim's Engine::round_output.
+__device__ __forceinline__ double finish_step(const Params& p, double v) {
+  if (v == 0.0) return 0.0;
+  const double mag = fabs(v);
+  if (p.out_e8 && mag >= 0x1p-126) {
+    if (mag >= 0x1p128) return copysign(INFINITY, v);
+    std::uint64_t bits = static_cast<std::uint64_t>(__double_as_longlong(v));
+    const std::uint64_t low = (std::uint64_t{1} << p.out_drop) - 1;
+    if (p.g.model.output_rounding == kRne) {
+      const std::uint64_t sign = bits & (std::uint64_t{1} << 63);
+      std::uint64_t mm = bits & ~(std::uint64_t{1} << 63);
+      mm += ((mm >> p.out_drop) & 1) + (low >> 1);
+      bits = sign | (mm & ~low);
+    } else {
+      bits &= ~low;
+    }
+    const double r = __longlong_as_double(static_cast<long long>(bits));
+    return fabs(r) >= 0x1p128 ? copysign(INFINITY, r) : r;
+  }
+  return round_output(p.g.model, unrounded_from_double(v), p.g.model.output_rounding);
+}
+
+// finish_step for an e8mX output (p.out_e8) and a cut sum v that is a float: the same bit
+// masking on v's float bits (an fp32-normal v keeps its value; a carry out of the largest
+// binade lands exactly on Inf's bits). Sets redo where finish_step's generic rounding is
+// needed (|v| below fp32's normal range).
+__device__ __forceinline__ float finish_step_e8(const Params& p, float v, bool& redo) {
+  if (v == 0.0f) return 0.0f;
+  if (fabsf(v) < 0x1p-126f) {
+    redo = true;
+    return 0.0f;
+  }
+  const int drop = p.out_drop - 29;  // 52 - 29 = 23: double's fraction bits to float's
+  if (drop == 0) return v;           // an fp32 output: v is already on its grid
+  const std::uint32_t low = (1u << drop) - 1;
+  std::uint32_t bits = __float_as_uint(v);
+  if (p.g.model.output_rounding == kRne) {
+    const std::uint32_t sign = bits & 0x80000000u;
+    std::uint32_t mm = bits & 0x7fffffffu;
+    mm += ((mm >> drop) & 1) + (low >> 1);
+    bits = sign | (mm & ~low);
+  } else {
+    bits &= ~low;
+  }
+  return __uint_as_float(bits);
+}
+
+// One fused step of the fast path on a[0..n) and b[0..n) with c (finite), c joining or
+// (c_entry add) added after. ok = false where the step needs the reference path.
+template <class V>
+__device__ inline double fast_step(const Params& p, const float* a, const float* b, int n,
+                                   double c, bool& ok) {
+  const DeviceModel& m = p.g.model;
+  const bool join = m.c_entry == 0;
+  const double cj = join ? c : 0.0;
+  int emax = kNoExponent;
+  for (int i = 0; i < n; ++i) {
+    const int e = align_exponent(a[i], p.g.a_align_min) + align_exponent(b[i], p.g.b_align_min);
+    emax = e > emax ? e : emax;
+  }
+  if (emax < kZeroExponent + 400) emax = kNoExponent;
+  if (cj != 0.0) emax = max(emax, max(exponent_of(cj), m.c_min_exponent));
+  // With every product zero the sum is still formed: 0 * Inf must surface as NaN.
+  const int E = emax == kNoExponent ? 0 : emax - m.frac_bits;
+  if (!grid_ok<V>(E)) {
+    ok = false;
+    return 0.0;
+  }
+  const V mg = Magic<V>::pow2(E + Magic<V>::kDigits - 1);
+  const bool rne = m.term_cut == kRne;
+  V sum = 0;
+  for (int i = 0; i < n; ++i) sum += cut_term<V>(V(a[i]) * V(b[i]), mg, rne);
+  if (cj != 0.0) sum += cut_term<V>(V(cj), mg, rne);
+  if (!isfinite(sum)) {
+    ok = false;
+    return 0.0;
+  }
+  const double r = finish_step(p, double(sum));
+  if (join) return r;
+  return p.out_fp32_model ? double(__fadd_rn(float(r), float(c))) : add_c_after(m, r, c);
+}
+
+// ---- one output ----------------------------------------------------------------------------
+
+// The C value as it enters the accumulator registers (sim's Engine::c_in).
+__device__ inline double c_in(const DeviceModel& m, float c) {
+  return m.c_register_fp32 ? double(c) : quantize_rne(c, m.c_register);
+}
+
+// The chunk's partial result promoted into the FP32 main accumulator with its scales.
+__device__ __forceinline__ float promote(const Params& p, float main, float part, int a_row,
+                                         int b_row, int k0) {
+  const DeviceGemm& g = p.g;
+  if (!g.scaled) return __fadd_rn(main, part);
+  const int kb = g.scale_block == 0 ? 0 : k0 / g.scale_block;
+  const float sa = g.sa[g.a_bcast ? kb : static_cast<std::size_t>(a_row) * g.a_cols + kb];
+  const float sb = g.sb[g.b_bcast ? kb : static_cast<std::size_t>(b_row / g.b_div) * g.b_cols + kb];
+  return g.order_cublaslt ? __fmaf_rn(__fmul_rn(part, sa), sb, main)
+                          : __fmaf_rn(__fmul_rn(sa, sb), part, main);
+}
+
+// The output type's value of the FP32 main accumulator (sim's to_out_type).
+__device__ __forceinline__ float to_out_type(const Params& p, float v) {
+  return p.g.out_fp32 ? v : float(quantize_rne(v, p.g.out_type));
+}
+
+// sim's Engine::dot for output (a_row, b_row): fast steps where exact, else reference.
+__device__ inline float dot_output(const Params& p, int a_row, int b_row, float c) {
+  const DeviceGemm& g = p.g;
+  const DeviceModel& m = g.model;
+  const int K = g.K;
+  const float* a = g.A + static_cast<std::size_t>(a_row) * K;
+  const float* b = g.B + static_cast<std::size_t>(b_row) * K;
+  const int chunk = g.promote_every == 0 ? K : g.promote_every;
+  const int step = m.group == 0 ? chunk : (m.block ? m.block : m.group);
+  float main = 0.0f;
+  for (int k0 = 0; k0 < K; k0 += chunk) {
+    const int kend = min(K, k0 + chunk);
+    double acc = k0 == 0 ? c_in(m, c) : 0.0;
+    for (int k = k0; k < kend; k += step) {
+      const int n = min(step, kend - k);
+      bool ok = p.fast != FastPath::none && isfinite(acc);
+      double r = 0.0;
+      if (ok) {
+        r = p.fast == FastPath::f32 ? fast_step<float>(p, a + k, b + k, n, acc, ok)
+                                    : fast_step<double>(p, a + k, b + k, n, acc, ok);
+      }
+      acc = ok ? r : reference_block(m, p, a + k, b + k, n, acc);
+    }
+    main = promote(p, main, float(acc), a_row, b_row, k0);
+  }
+  return to_out_type(p, main);
+}
+
+}  // namespace fp8sim::gpu

@@ -1,0 +1,95 @@
+// gemm_device: a GemmSpec and decoded operands as the CUDA engine's plain-data DeviceGemm.
+#include "gemm_device.hpp"
+
+#include "device_gemm.hpp"
+
+namespace fp8sim {
+namespace {
+
+DeviceFormat device_format(const FormatSpec& f) {
+  return {f.mantissa_bits, min_normal_exponent(f), max_exponent(f)};
+}
+
+DeviceModel device_model(const AccumulatorSpec& m) {
+  DeviceModel d;
+  d.group = m.group;
+  d.frac_bits = m.frac_bits;
+  d.term_cut = static_cast<int>(m.term_cut);
+  d.c_entry = static_cast<int>(m.c_entry);
+  d.block = m.block;
+  d.interleave = m.interleave;
+  d.renormalise = m.renormalise_products;
+  d.exact = m.exact;
+  d.output = device_format(m.output);
+  d.output_rounding = static_cast<int>(m.output_rounding);
+  // C enters the accumulator registers: fp32 for 8-bit-exponent outputs, else the output
+  // format itself (as the CPU engine's Engine::c_in).
+  d.c_register_fp32 = m.output.exponent_bits == 8;
+  d.c_register = d.c_register_fp32 ? device_format(format_by_name("fp32")) : d.output;
+  d.c_min_exponent = c_min_exponent(m);
+  return d;
+}
+
+DeviceGemm device_gemm(const GemmSpec& s, const Operand& A, const Operand& B,
+                       std::span<const float> C, std::span<const float> sa,
+                       std::span<const float> sb, std::span<float> D) {
+  DeviceGemm g;
+  g.model = device_model(s.model);
+  g.M = A.rows;
+  g.N = B.rows;
+  g.K = A.cols;
+  g.promote_every = s.promote_every;
+  g.scaled = s.scaling != Scaling::none;
+  g.scale_block = s.scaling == Scaling::block ? s.block : s.scaling == Scaling::mx ? 32 : 0;
+  g.order_cublaslt = s.order == ScaleOrder::cublaslt;
+  g.out_type = device_format(s.out_type);
+  g.out_fp32 = s.out_type.mantissa_bits == 23;
+  const FormatSpec& ua = s.model.unpack ? *s.model.unpack : A.format;
+  const FormatSpec& ub = s.model.unpack ? *s.model.unpack : B.format;
+  g.a_align_min = min_normal_exponent(ua);
+  g.b_align_min = min_normal_exponent(ub);
+  g.a_mantissa = A.format.mantissa_bits;
+  g.b_mantissa = B.format.mantissa_bits;
+  g.a_min_normal = min_normal_exponent(A.format);
+  g.b_min_normal = min_normal_exponent(B.format);
+  g.a_max_exponent = max_exponent(A.format);
+  g.b_max_exponent = max_exponent(B.format);
+  g.A = A.value.data();
+  g.B = B.value.data();
+  g.C = C.empty() ? nullptr : C.data();
+  g.sa = sa.data();
+  g.sb = sb.data();
+  g.sa_size = sa.size();
+  g.sb_size = sb.size();
+  g.D = D.data();
+  return g;
+}
+
+}  // namespace
+
+void gemm_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
+                    std::span<const float> C, std::span<const float> sa,
+                    std::span<const float> sb, std::span<float> D,
+                    const DeviceLaunch& launch) {
+  DeviceGemm g = device_gemm(s, A, B, C, sa, sb, D);
+  const ScaleShapes sh = scale_shapes(s, g.M, g.N, g.K);
+  g.a_cols = static_cast<int>(sh.a_cols);
+  g.b_cols = static_cast<int>(sh.b_cols);
+  g.a_bcast = sh.a_rows == 1;
+  g.b_bcast = sh.b_rows == 1;
+  g.b_div = s.scaling == Scaling::block ? s.block : 1;
+  run_device_gemm(g, launch);
+}
+
+void batched_dot_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
+                           std::span<const float> C, std::span<const float> sa,
+                           std::span<const float> sb, std::span<float> D) {
+  DeviceGemm g = device_gemm(s, A, B, C, sa, sb, D);
+  g.batched = true;
+  g.N = 1;
+  const int per_row = g.scale_block == 0 ? 1 : (g.K + g.scale_block - 1) / g.scale_block;
+  g.a_cols = g.b_cols = per_row;
+  run_device_gemm(g);
+}
+
+}  // namespace fp8sim

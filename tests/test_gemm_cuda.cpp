@@ -1,0 +1,254 @@
+// test_gemm_cuda: the CUDA engine (GemmSpec::device = cuda) against the CPU engine, bit for bit.
+//
+// 1. A seeded grid: >= 150 models (presets and custom) x operand formats (e4m3, e5m2, mixed,
+//    e5m6) with scalings, both scale orders, promotion, C, output types and special-value
+//    inputs rotating through the grid; >= 1e7 outputs in all.
+// 2. Every capture under tests/data/hw replayed through the CUDA engine.
+// 3. Launch configuration and stream: the tiled kernel, the per-output kernel and a stream of
+//    its own give the same bits.
+// Without a GPU (or without CUDA in the build) it prints "waived: ..." and exits 77.
+// FP8SIM_SEED overrides the seed; the first mismatch is printed as one line.
+#include <fmt/format.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gemm.hpp"
+#include "gemm_device.hpp"
+#include "model_grid.hpp"
+#include "replay.hpp"
+#include "rng.hpp"
+
+using namespace fp8sim;
+
+namespace {
+
+std::uint64_t seed() {
+  const char* env = std::getenv("FP8SIM_SEED");
+  return env ? std::strtoull(env, nullptr, 0) : 20261123;
+}
+
+bool same(float x, float y) {
+  return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y) ||
+         (std::isnan(x) && std::isnan(y));
+}
+
+// Random codes: every code of the format equally likely, NaN/Inf kept at `special` per mille.
+Operand random_operand(const FormatSpec& f, int rows, int cols, std::uint64_t stream, int special) {
+  std::vector<std::uint32_t> codes(std::size_t(rows) * cols);
+  for (std::size_t i = 0; i < codes.size(); ++i) {
+    const std::uint64_t r = random_u64(seed(), stream, i);
+    std::uint32_t c = static_cast<std::uint32_t>(r % code_count(f));
+    const auto cls = classify(f, c);
+    if ((cls == ValueClass::nan || cls == ValueClass::inf) && int((r >> 40) % 1000) >= special) c = 0;
+    codes[i] = c;
+  }
+  return decode_operand(f, rows, cols, std::span<const std::uint32_t>(codes));
+}
+
+std::vector<float> random_floats(std::size_t n, std::uint64_t stream, int lo, int hi) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t r = random_u64(seed(), stream, i);
+    v[i] = std::ldexp(1.0f + float(r % 1024) / 1024.0f, lo + int((r >> 20) % (hi - lo + 1))) *
+           ((r >> 40) & 1 ? -1.0f : 1.0f);
+  }
+  return v;
+}
+
+struct Tally {
+  std::size_t outputs = 0, configs = 0, bad = 0;
+  std::string first;
+};
+
+// One configuration on both devices; counts outputs and records the first mismatch.
+void compare(GemmSpec s, const Operand& A, const Operand& B, const std::vector<float>& C,
+             const std::vector<float>& sa, const std::vector<float>& sb, Tally& t,
+             const std::string& what) {
+  std::vector<float> cpu(std::size_t(A.rows) * B.rows), gpu(cpu.size());
+  s.device = Device::cpu;
+  gemm(s, A, B, C, sa, sb, cpu);
+  s.device = Device::cuda;
+  gemm(s, A, B, C, sa, sb, gpu);
+  ++t.configs;
+  t.outputs += cpu.size();
+  for (std::size_t i = 0; i < cpu.size(); ++i) {
+    if (same(cpu[i], gpu[i])) continue;
+    if (t.bad++ == 0)
+      t.first = fmt::format("seed={} {} output ({}, {}): cpu {:08x} cuda {:08x}", seed(), what,
+                            i / B.rows, i % B.rows, std::bit_cast<std::uint32_t>(cpu[i]),
+                            std::bit_cast<std::uint32_t>(gpu[i]));
+  }
+}
+
+int grid_test() {
+  const auto models = test::model_grid();
+  const char* pairs[][2] = {{"e4m3", "e4m3"}, {"e5m2", "e5m2"}, {"e4m3", "e5m2"}, {"e5m6", "e5m6"}};
+  const Scaling scalings[] = {Scaling::none, Scaling::tensor, Scaling::row, Scaling::block, Scaling::mx};
+  const char* outs[] = {"fp32", "bf16", "fp16"};
+  Tally t;
+  std::uint64_t stream = 1;
+  std::size_t config = 0;
+  for (const auto& name : models) {
+    for (const auto& pair : pairs) {
+      GemmSpec s;
+      s.model = accumulator_by_name(name);
+      const int g = s.model.group ? step_products(s.model) : 1;
+      // Shapes: mostly whole tiles, every fifth one ragged (edges of the tiled kernel).
+      const bool ragged = config % 5 == 4;
+      const int M = ragged ? 100 : 136, N = ragged ? 70 : 136;
+      const int K = 256;
+      const int special = config % 3 == 2 ? 20 : 0;
+      const Operand A = random_operand(format_by_name(pair[0]), M, K, stream++, special);
+      const Operand B = random_operand(format_by_name(pair[1]), N, K, stream++, special);
+      s.scaling = scalings[config % 5];
+      s.order = (config / 5) % 2 ? ScaleOrder::cublaslt : ScaleOrder::deepgemm;
+      s.out_type = format_by_name(outs[(config / 10) % 3]);
+      // Promotion every 32 (so MX's 32-blocks hold whole chunks), 64, 128 or never.
+      const int promotes[] = {32, 64, 128, 0};
+      s.promote_every = promotes[config % 4];
+      if (s.promote_every % g) s.promote_every = 0;
+      if (s.scaling == Scaling::mx && (s.promote_every == 0 || 32 % s.promote_every)) s.scaling = Scaling::row;
+      s.block = s.promote_every == 0 ? 256 : 128;
+      if (s.scaling == Scaling::block && s.promote_every != 0 && 128 % s.promote_every) s.scaling = Scaling::tensor;
+      const ScaleShapes sh = scale_shapes(s, M, N, K);
+      const auto sa = random_floats(sh.a_rows * sh.a_cols, stream++, -8, 8);
+      const auto sb = random_floats(sh.b_rows * sh.b_cols, stream++, -8, 8);
+      std::vector<float> C;
+      if (config % 2) C = random_floats(std::size_t(M) * N, stream++, -20, 12);
+      compare(s, A, B, C, sa, sb, t,
+              fmt::format("model={} a={} b={} M={} N={} K={} promote={} scaling={} order={} "
+                          "out={} C={} special={}",
+                          name, pair[0], pair[1], M, N, K, s.promote_every, to_string(s.scaling),
+                          to_string(s.order), s.out_type.name, C.empty() ? 0 : 1, special));
+      ++config;
+    }
+  }
+  // Batched dot products (the sweep engine's entry), each model with every scaling.
+  for (const char* name : {"hopper-wgmma", "blackwell-fp8", "hopper-mma-sync", "exact"}) {
+    for (const Scaling sc : scalings) {
+      GemmSpec s;
+      s.model = accumulator_by_name(name);
+      s.promote_every = 32;
+      s.scaling = sc;
+      s.block = 64;
+      s.out_type = format_by_name("fp32");
+      const int T = 4000, K = 256;
+      const int per_row = sc == Scaling::block ? K / 64 : sc == Scaling::mx ? K / 32 : 1;
+      const Operand A = random_operand(format_by_name("e4m3"), T, K, stream++, 5);
+      const Operand B = random_operand(format_by_name("e4m3"), T, K, stream++, 5);
+      const auto C = random_floats(T, stream++, -10, 10);
+      std::vector<float> sa, sb;
+      if (sc != Scaling::none) {
+        sa = random_floats(std::size_t(T) * per_row, stream++, -8, 8);
+        sb = random_floats(std::size_t(T) * per_row, stream++, -8, 8);
+      }
+      std::vector<float> cpu(T), gpu(T);
+      s.device = Device::cpu;
+      batched_dot(s, A, B, C, sa, sb, cpu);
+      s.device = Device::cuda;
+      batched_dot(s, A, B, C, sa, sb, gpu);
+      t.outputs += T;
+      for (int i = 0; i < T; ++i)
+        if (!same(cpu[i], gpu[i]) && t.bad++ == 0)
+          t.first = fmt::format(
+              "seed={} batched_dot model={} scaling={} T={} K={} row {}: cpu {:08x} cuda {:08x}",
+              seed(), name, to_string(sc), T, K, i, std::bit_cast<std::uint32_t>(cpu[i]),
+              std::bit_cast<std::uint32_t>(gpu[i]));
+    }
+  }
+  fmt::print("grid: seed={} {} models, {} configurations, {} outputs, {} differ\n", seed(),
+             models.size(), t.configs, t.outputs, t.bad);
+  if (t.bad) fmt::print("FAIL first mismatch: {}\n", t.first);
+  return t.bad == 0 && models.size() >= 150 && t.outputs >= 10'000'000 ? 0 : 1;
+}
+
+int capture_test() {
+  const char* dir = std::getenv("FP8SIM_TEST_DATA");
+  const std::filesystem::path hw = std::filesystem::path(dir ? dir : "tests/data") / "hw";
+  int sets = 0, failed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(hw)) {
+    if (!std::filesystem::exists(entry.path() / "manifest.json")) continue;
+    ReplayOptions o;
+    o.device = Device::cuda;
+    ReplayReport r;
+    try {
+      r = replay(entry.path().string(), o);
+    } catch (const std::exception& e) {
+      // A capture without a model for the GEMM (e.g. conversions) is not a GEMM capture.
+      fmt::print("captures: {} skipped: {}\n", entry.path().filename().string(), e.what());
+      continue;
+    }
+    ++sets;
+    for (const auto& c : r.cases)
+      if (!c.ok()) {
+        ++failed;
+        fmt::print("FAIL capture {}: {}\n", entry.path().filename().string(), format_case(c));
+      }
+  }
+  fmt::print("captures: {} sets replayed on cuda, {} cases differ\n", sets, failed);
+  return failed == 0 && sets > 0 ? 0 : 1;
+}
+
+int launch_test() {
+  int bad = 0;
+  std::uint64_t stream = 900000;
+  for (const char* name : {"hopper-wgmma", "ada-fp8", "blackwell-fp8", "hopper-wgmma-f16",
+                           "custom:group=32,frac=30", "hopper-mma-sync"}) {
+    GemmSpec s;
+    s.model = accumulator_by_name(name);
+    s.promote_every = 128;
+    s.out_type = format_by_name("fp32");
+    s.device = Device::cuda;
+    const int M = 300, N = 200, K = 512;
+    const Operand A = random_operand(format_by_name("e4m3"), M, K, stream++, 2);
+    const Operand B = random_operand(format_by_name("e4m3"), N, K, stream++, 2);
+    std::vector<float> base(std::size_t(M) * N), other(base.size());
+    gemm_on_device(s, A, B, {}, {}, {}, base, DeviceLaunch{0, false});
+    for (const DeviceLaunch l : {DeviceLaunch{1, false}, DeviceLaunch{0, true}, DeviceLaunch{1, true}}) {
+      gemm_on_device(s, A, B, {}, {}, {}, other, l);
+      for (std::size_t i = 0; i < base.size(); ++i)
+        if (!same(base[i], other[i])) {
+          if (bad++ == 0)
+            fmt::print("FAIL launch: seed={} model={} kernel={} own_stream={} output {}: {:08x} vs {:08x}\n",
+                       seed(), name, l.kernel, l.own_stream, i, std::bit_cast<std::uint32_t>(base[i]),
+                       std::bit_cast<std::uint32_t>(other[i]));
+          break;
+        }
+    }
+  }
+  fmt::print("launch: kernels and streams {}\n", bad ? "DIFFER" : "agree");
+  return bad == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Is there a CUDA engine and a device? One tiny GEMM says.
+  try {
+    GemmSpec s;
+    s.model = accumulator_by_name("hopper-wgmma");
+    s.a_format = s.b_format = format_by_name("e4m3");
+    s.out_type = format_by_name("fp32");
+    s.device = Device::cuda;
+    const std::vector<std::uint8_t> a(32, 0x38), b(32, 0x38);
+    std::vector<float> d(1);
+    gemm(s, 1, 1, 32, a, b, {}, {}, {}, d);
+  } catch (const std::runtime_error& e) {
+    const std::string why = e.what();
+    fmt::print("waived: {}\n", why.substr(why.find(':') + 2));
+    return 77;
+  }
+  const std::string only = argc > 1 ? argv[1] : "";
+  int rc = 0;
+  if (only.empty() || only == "grid") rc |= grid_test();
+  if (only.empty() || only == "captures") rc |= capture_test();
+  if (only.empty() || only == "launch") rc |= launch_test();
+  fmt::print("{}\n", rc ? "FAILED" : "passed");
+  return rc;
+}
