@@ -285,33 +285,48 @@ class Engine {
   }
 
   // One output: the chain of steps over K, chunks promoted into the FP32 main accumulator.
+  // With prefixes (increasing, each a multiple of the step, see gemm_prefixes): at[p] gets
+  // the output the chain would give on the first prefix[p] elements of K alone, read off the
+  // running state (the partial chunk promoted as if K ended there).
   [[gnu::target_clones("avx2", "default")]] float dot(const float* a, const std::int16_t* ea, const float* b, const std::int16_t* eb,
-            int K, bool special, float c, const ScaleRows& sc) const {
+            int K, bool special, float c, const ScaleRows& sc,
+            std::span<const int> prefix = {}, float* at = nullptr) const {
     const int chunk = s_.promote_every == 0 ? K : s_.promote_every;
     const int g = m_.group == 0 ? chunk : step_products(m_);
     float main = 0.0f;
+    std::size_t p = 0;
+    auto promote = [&](float main, double acc, int k0) {
+      const float part = static_cast<float>(acc);  // exact: outputs are at most fp32
+      if (sc.a == nullptr) return main + part;
+      const int blk = sc.block == 0 ? 0 : k0 / sc.block;
+      const float sa = sc.a[blk], sb = sc.b[blk];
+      return s_.order == ScaleOrder::deepgemm ? std::fmaf(sa * sb, part, main)
+                                              : std::fmaf(part * sa, sb, main);
+    };
     for (int k0 = 0; k0 < K; k0 += chunk) {
       const int kend = std::min(K, k0 + chunk);
       double acc = k0 == 0 ? c_in(c) : 0.0;
-      if (path_ == StepPath::fmaf_chain && !special) {
-        float facc = static_cast<float>(acc);
-        for (int k = k0; k < kend; ++k) facc = std::fmaf(a[k], b[k], facc);
-        acc = facc == 0.0f ? 0.0 : facc;
-      } else {
-        for (int k = k0; k < kend; k += g) {
-          const int n = std::min(g, kend - k);
-          acc = step(a + k, ea + k, b + k, eb + k, n, acc, special);
+      const double acc0 = acc;
+      float facc = static_cast<float>(acc);  // the fmaf chain's own state (keeps -0)
+      for (int k = k0; k < kend;) {
+        const int stop = p < prefix.size() && prefix[p] < kend ? prefix[p] : kend;
+        if (stop < kend && m_.group == 0) {  // the chunk is one step: a cut chunk is another
+          at[p++] = promote(main, step(a + k0, ea + k0, b + k0, eb + k0, stop - k0, acc0, special), k0);
+          continue;
         }
+        if (path_ == StepPath::fmaf_chain && !special) {
+          for (; k < stop; ++k) facc = std::fmaf(a[k], b[k], facc);
+          acc = facc == 0.0f ? 0.0 : facc;
+        } else {
+          for (; k < stop; k += g) {
+            const int n = std::min(g, stop - k);
+            acc = step(a + k, ea + k, b + k, eb + k, n, acc, special);
+          }
+        }
+        if (stop < kend) at[p++] = promote(main, acc, k0);
       }
-      const float part = static_cast<float>(acc);  // exact: outputs are at most fp32
-      if (sc.a == nullptr) {
-        main = main + part;
-      } else {
-        const int blk = sc.block == 0 ? 0 : k0 / sc.block;
-        const float sa = sc.a[blk], sb = sc.b[blk];
-        main = s_.order == ScaleOrder::deepgemm ? std::fmaf(sa * sb, part, main)
-                                                : std::fmaf(part * sa, sb, main);
-      }
+      main = promote(main, acc, k0);
+      for (; p < prefix.size() && prefix[p] == kend; ++p) at[p] = main;
     }
     return main;
   }
@@ -504,8 +519,12 @@ void check_span(std::string_view what, std::size_t got, std::size_t want) {
 
 }  // namespace
 
-void gemm(const GemmSpec& s, const Operand& A_in, const Operand& B_in, std::span<const float> C,
-          std::span<const float> sa, std::span<const float> sb, std::span<float> D) {
+namespace {
+
+// gemm() and gemm_prefixes(): D, and D_prefix (P x M x N) at each of `prefix`.
+void gemm_at(const GemmSpec& s, const Operand& A_in, const Operand& B_in, std::span<const float> C,
+             std::span<const float> sa, std::span<const float> sb, std::span<const int> prefix,
+             std::span<float> D, std::span<float> D_prefix) {
   if (s.device != Device::cpu)  // TODO(gpu engine): dispatch to cuda/ here
     throw std::invalid_argument(
         fmt::format("device {}: fp8sim was built without the CUDA engine", to_string(s.device)));
@@ -525,11 +544,14 @@ void gemm(const GemmSpec& s, const Operand& A_in, const Operand& B_in, std::span
   check_span("D", D.size(), std::size_t(M) * N);
   check_span("A scales", sa.size(), sh.a_rows * sh.a_cols);
   check_span("B scales", sb.size(), sh.b_rows * sh.b_cols);
+  check_span("D prefixes", D_prefix.size(), prefix.size() * M * N);
 
   const Engine engine(spec, A, B);
   const auto a_special = special_rows(A), b_special = special_rows(B);
   const int bs = scale_block(spec);
-  parallel_for(std::size_t(M) * N, spec.threads, [&](std::size_t begin, std::size_t end) {
+  const std::size_t MN = std::size_t(M) * N;
+  parallel_for(MN, spec.threads, [&](std::size_t begin, std::size_t end) {
+    std::vector<float> at(prefix.size());
     for (std::size_t i = begin; i < end; ++i) {
       const std::size_t m = i / N, n = i % N;
       ScaleRows sc;
@@ -542,10 +564,39 @@ void gemm(const GemmSpec& s, const Operand& A_in, const Operand& B_in, std::span
       const std::size_t ra = m * K, rb = n * K;
       const float d = engine.dot(A.value.data() + ra, A.exponent.data() + ra,
                                  B.value.data() + rb, B.exponent.data() + rb, K,
-                                 a_special[m] || b_special[n], C.empty() ? 0.0f : C[i], sc);
+                                 a_special[m] || b_special[n], C.empty() ? 0.0f : C[i], sc,
+                                 prefix, at.data());
       D[i] = to_out_type(spec.out_type, d);
+      for (std::size_t p = 0; p < prefix.size(); ++p)
+        D_prefix[p * MN + i] = to_out_type(spec.out_type, at[p]);
     }
   });
+}
+
+}  // namespace
+
+void gemm(const GemmSpec& s, const Operand& A, const Operand& B, std::span<const float> C,
+          std::span<const float> sa, std::span<const float> sb, std::span<float> D) {
+  gemm_at(s, A, B, C, sa, sb, {}, D, {});
+}
+
+void gemm_prefixes(const GemmSpec& s, const Operand& A, const Operand& B,
+                   std::span<const float> C, std::span<const float> sa,
+                   std::span<const float> sb, std::span<const int> prefix_k, std::span<float> D,
+                   std::span<float> D_prefix) {
+  int last = 0;
+  for (const int k : prefix_k) {
+    const int K = A.cols;
+    if (k <= last || k > K)
+      throw std::invalid_argument(fmt::format(
+          "prefix_k {} after {}: prefixes must increase and lie in 1..K = {}", k, last, K));
+    GemmSpec at_k = s;
+    at_k.a_format = A.format;
+    at_k.b_format = B.format;
+    validate(at_k, A.rows, B.rows, k);
+    last = k;
+  }
+  gemm_at(s, A, B, C, sa, sb, prefix_k, D, D_prefix);
 }
 
 void gemm(const GemmSpec& s, int M, int N, int K, std::span<const std::uint8_t> A,
