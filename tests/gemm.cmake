@@ -3,3 +3,4 @@ fp8sim_add_test(test_gemm_hwdata SOURCES test_gemm_hwdata.cpp LABELS hwdata TIME
 fp8sim_add_test(test_gemm_engine SOURCES test_gemm_engine.cpp LABELS "unit;differential" TIMEOUT 600)
 fp8sim_add_test(test_gemm_cases SOURCES test_gemm_cases.cpp LABELS unit)
 fp8sim_add_test(test_cli_gemm SOURCES test_cli_gemm.cpp LABELS unit)
+fp8sim_add_test(test_gemm_prefixes SOURCES test_gemm_prefixes.cpp LABELS "unit;differential")
