@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "bits.hpp"  // same_bits
 #include "format.hpp"
 #include "gemm.hpp"
 #include "kernels.hpp"
@@ -62,9 +63,6 @@ GemmSpec variant_spec(const Variant& v, const Case& c, const std::string& model,
 
 // Model output for a case (throws std::invalid_argument when the spec cannot run it).
 std::vector<float> run_model(const GemmSpec& s, const Case& c);
-
-// Bit-for-bit equality with every NaN equal to every NaN.
-bool same_bits(float x, float y);
 
 // "0x3f800000".
 std::string hex32(float v);
