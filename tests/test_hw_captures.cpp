@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <unistd.h>
 
 #include "bits.hpp"
 #include "capture.hpp"
@@ -86,6 +88,29 @@ TEST_CASE("hardware GEMM captures replay bit for bit through their models", "[go
   INFO(fmt::format("{} cases, {} differ", cases, bad));
   CHECK(cases >= 60);
   CHECK(bad == 0);
+}
+
+// The capture module writes what it reads: every committed set read and written again gives
+// the same files, byte for byte (fp8sim-hw capture writes through write_capture()).
+TEST_CASE("captures read and written again are byte-identical", "[golden][hw]") {
+  const fs::path tmp = fs::temp_directory_path() / fmt::format("fp8sim_capture_{}", ::getpid());
+  for (const auto& set : capture_sets()) {
+    const fs::path dir = hw_data() / set;
+    fs::remove_all(tmp);
+    write_capture(tmp.string(), read_capture(dir.string()));
+    long files = 0;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      const auto slurp = [](const fs::path& p) {
+        std::ifstream f(p, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(f), {});
+      };
+      INFO(set << "/" << e.path().filename().string());
+      CHECK(slurp(e.path()) == slurp(tmp / e.path().filename()));
+      ++files;
+    }
+    CHECK(std::distance(fs::directory_iterator(tmp), fs::directory_iterator()) == files);
+  }
+  fs::remove_all(tmp);
 }
 
 // mma.sync.m16n8k32.row.col.f32.<a>.<b>.f32 on sm_90a, as its SASS shows (F2FP.F16.<fmt>.UNPACK_B,
