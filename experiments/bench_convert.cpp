@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include "cli/options.hpp"
 #include "convert_batch.hpp"
 #include "npy.hpp"
 #include "parallel.hpp"
@@ -61,13 +62,13 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1;
   std::string python = default_python();
   app.add_option("--n", n, "Array length")->capture_default_str();
-  app.add_option("--reps", reps, "Timed repetitions (best is reported)")->capture_default_str();
-  app.add_option("--threads", threads, "Threads for the multi-threaded run (0: all)")
-      ->capture_default_str();
+  cli::add_integer_option(&app, "--reps", reps, "Timed repetitions (best is reported; >= 1)", 1,
+                          1000000);
+  cli::add_threads_option(&app, threads);
   app.add_option("--python", python, "Python with numpy and ml_dtypes (skipped if it fails)")
       ->capture_default_str();
-  app.add_option("--seed", seed, "Seed of the input array")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  cli::add_integer_option(&app, "--seed", seed, "Seed of the input array", 0, ~std::uint64_t{0});
+  if (const int code = cli::parse_command_line(app, argc, argv, "fp8sim-bench-convert"); code >= 0) return code;
 
   try {
     if (n == 0 || reps < 1) throw std::invalid_argument("--n and --reps must be positive");

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "cli/options.hpp"
 #include "gemm.hpp"
 #include "npy.hpp"
 #include "parallel.hpp"
@@ -50,12 +51,13 @@ int main(int argc, char** argv) {
   app.add_option("--k", K)->capture_default_str();
   app.add_option("--promote-every", promote)->capture_default_str();
   app.add_option("--model", model)->capture_default_str();
-  app.add_option("--reps", reps, "Timed repetitions (best is reported)")->capture_default_str();
+  cli::add_integer_option(&app, "--reps", reps, "Timed repetitions (best is reported; >= 1)", 1,
+                          1000000);
   app.add_option("--python", python, "Python with mmasim installed (skipped if it has none)")
       ->capture_default_str();
   app.add_option("--mmasim-rows", mmasim_rows, "Rows of A given to MMA-Sim (0: skip it)")
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  if (const int code = cli::parse_command_line(app, argc, argv, "fp8sim-bench-gemm"); code >= 0) return code;
 
   try {
     GemmSpec s;

@@ -10,9 +10,11 @@
 #include <chrono>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <thread>
 
+#include "cli/options.hpp"
+#include "output_file.hpp"
 #include "parallel.hpp"
 #include "revision.hpp"
 
@@ -110,23 +112,17 @@ int run(const Experiment& e, int argc, char** argv) {
   std::string out = "out/" + e.name;
   bool progress = false;
   app.add_option("--out", out, "output folder (created)")->capture_default_str();
-  app.add_option("--seed", o.seed, "random seed")->capture_default_str();
-  app.add_option("--trials", o.trials,
-                 fmt::format("trials per configuration (default {}, --paper {})", e.default_trials,
-                             e.paper_trials))
-      ->check(CLI::Range(1, 10000000));
-  app.add_option("--threads", o.threads, "worker threads (0: all); results never depend on it")
-      ->check(CLI::Range(0, 4096));
+  cli::add_integer_option(&app, "--seed", o.seed, "random seed", 0, ~std::uint64_t{0});
+  cli::add_integer_option(&app, "--trials", o.trials,
+                          fmt::format("trials per configuration (default {}, --paper {})",
+                                      e.default_trials, e.paper_trials),
+                          1, 10000000)
+      ->default_str("");
+  cli::add_threads_option(&app, o.threads);
   app.add_flag("--paper", o.paper, "paper-size trial counts");
   app.add_flag("--progress", progress, "show a progress bar even when stderr is not a terminal");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& ex) {
-    return app.exit(ex);
-  } catch (const CLI::ParseError& ex) {
-    fmt::print(stderr, "exp_{}: error: {}\n", e.name, ex.what());
-    return 2;
-  }
+  if (const int code = cli::parse_command_line(app, argc, argv, "exp_" + e.name); code >= 0)
+    return code;
   try {
     SweepSpec s = e.build();
     s.trials = o.trials > 0 ? o.trials : o.paper ? e.paper_trials : e.default_trials;
@@ -144,12 +140,9 @@ int run(const Experiment& e, int argc, char** argv) {
     const std::string summary = (fs::path(out) / (e.name + "_summary.csv")).string();
     const std::string json = (fs::path(out) / (e.name + ".json")).string();
     const auto write = [](const std::string& path, auto&& body) {
-      std::ofstream f(path + ".tmp");
-      if (!f) throw std::runtime_error(fmt::format("{}: cannot open for writing", path));
+      std::ostringstream f;
       body(f);
-      f.close();
-      if (!f) throw std::runtime_error(fmt::format("{}: write failed", path));
-      fs::rename(path + ".tmp", path);
+      write_file(path, f.str());
     };
     write(csv, [&](std::ostream& f) { write_trials_csv(f, r, extra); });
     write(summary, [&](std::ostream& f) { write_summary_csv(f, r, extra); });
