@@ -139,18 +139,20 @@ int run(const Experiment& e, int argc, char** argv) {
     const std::string csv = (fs::path(out) / (e.name + ".csv")).string();
     const std::string summary = (fs::path(out) / (e.name + "_summary.csv")).string();
     const std::string json = (fs::path(out) / (e.name + ".json")).string();
-    const auto write = [](const std::string& path, auto&& body) {
-      std::ostringstream f;
-      body(f);
-      write_file(path, f.str());
-    };
-    write(csv, [&](std::ostream& f) { write_trials_csv(f, r, extra); });
-    write(summary, [&](std::ostream& f) { write_summary_csv(f, r, extra); });
+    // The three files are written in full first and renamed into place only when all
+    // three are: a failed run (full disk) leaves none of them.
+    std::ostringstream trials_text, summary_text;
+    write_trials_csv(trials_text, r, extra);
+    write_summary_csv(summary_text, r, extra);
     const double runtime =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    write(json, [&](std::ostream& f) {
-      f << manifest(e, r, command, runtime, o.paper, {csv, summary, json}).dump(2) << "\n";
-    });
+    const std::string manifest_text =
+        manifest(e, r, command, runtime, o.paper, {csv, summary, json}).dump(2) + "\n";
+    OutputFile files[] = {OutputFile(csv), OutputFile(summary), OutputFile(json)};
+    files[0].write(trials_text.str());
+    files[1].write(summary_text.str());
+    files[2].write(manifest_text);
+    for (OutputFile& f : files) f.commit();
     fmt::print("exp_{}: {} configurations x {} trials in {:.1f} s{}\n", e.name, r.configs.size(),
                s.trials, runtime,
                r.skipped.empty() ? "" : fmt::format(" ({} invalid combinations skipped)", r.skipped.size()));
