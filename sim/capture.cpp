@@ -23,7 +23,7 @@ using nlohmann::ordered_json;
 struct Where {
   std::string manifest, name;
   std::string str() const {
-    return name.empty() ? manifest : fmt::format("{}: case '{}'", manifest, name);
+    return name.empty() ? manifest : fmt::format("{}: case '{}'", manifest, limits::quoted(name));
   }
   [[noreturn]] void fail(const std::string& problem) const {
     throw std::runtime_error(fmt::format("{}: {}", str(), problem));

@@ -37,10 +37,16 @@ inline std::string named(const char* name, std::uint64_t value) {
   return fmt::format("(limits: {} = {})", name, value);
 }
 
-// `text` cut to kMaxQuotedValue characters, for error messages.
+// `text` for an error message: cut to kMaxQuotedValue characters, control characters and
+// non-ASCII bytes written as \xNN (so a message stays one printable line).
 inline std::string quoted(const std::string& text) {
-  if (text.size() <= kMaxQuotedValue) return text;
-  return fmt::format("{}... ({} characters)", text.substr(0, kMaxQuotedValue), text.size());
+  std::string out;
+  for (std::size_t i = 0; i < text.size() && i < kMaxQuotedValue; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    out += c >= 0x20 && c < 0x7f ? std::string(1, char(c)) : fmt::format("\\x{:02x}", c);
+  }
+  if (text.size() > kMaxQuotedValue) out += fmt::format("... ({} characters)", text.size());
+  return out;
 }
 
 }  // namespace fp8sim::limits
