@@ -218,6 +218,14 @@ namespace {
 
 using i128 = __int128;
 
+// Engine::dot is compiled for AVX2 and a default target, one picked at load time (an ifunc).
+// ThreadSanitizer cannot run an ifunc resolver before it starts: its build has one target.
+#if defined(__SANITIZE_THREAD__)
+#define FP8SIM_TARGET_CLONES
+#else
+#define FP8SIM_TARGET_CLONES [[gnu::target_clones("avx2", "default")]]
+#endif
+
 // How one fused step is computed. Every path gives the bits of fused_step_exponents().
 enum class StepPath {
   fmaf_chain,   // exact model, group 1, fp32 rne output: one fmaf per product
@@ -288,7 +296,7 @@ class Engine {
   // With prefixes (increasing, each a multiple of the step, see gemm_prefixes): at[p] gets
   // the output the chain would give on the first prefix[p] elements of K alone, read off the
   // running state (the partial chunk promoted as if K ended there).
-  [[gnu::target_clones("avx2", "default")]] float dot(const float* a, const std::int16_t* ea, const float* b, const std::int16_t* eb,
+  FP8SIM_TARGET_CLONES float dot(const float* a, const std::int16_t* ea, const float* b, const std::int16_t* eb,
             int K, bool special, float c, const ScaleRows& sc,
             std::span<const int> prefix = {}, float* at = nullptr) const {
     const int chunk = s_.promote_every == 0 ? K : s_.promote_every;
