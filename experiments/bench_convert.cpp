@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli/options.hpp"
+#include "output_file.hpp"
 #include "convert_batch.hpp"
 #include "npy.hpp"
 #include "parallel.hpp"
@@ -110,19 +111,14 @@ int main(int argc, char** argv) {
     fs::create_directories(dir);
     const fs::path in = dir / "x.npy", out = dir / "ml.npy", py = dir / "ml.py";
     write_npy(in.string(), "<f4", {n}, x.data(), n * 4);
-    {
-      std::FILE* s = std::fopen(py.string().c_str(), "w");
-      std::fputs(
-          "import sys, time, numpy as np, ml_dtypes\n"
-          "x = np.load(sys.argv[1]); reps = int(sys.argv[3]); best = 1e300\n"
-          "for _ in range(reps):\n"
-          "    t0 = time.perf_counter(); y = x.astype(ml_dtypes.float8_e4m3fn)\n"
-          "    best = min(best, time.perf_counter() - t0)\n"
-          "np.save(sys.argv[2], y.view(np.uint8))\n"
-          "print(best, ml_dtypes.__version__, np.__version__)\n",
-          s);
-      std::fclose(s);
-    }
+    write_file(py.string(),
+               "import sys, time, numpy as np, ml_dtypes\n"
+               "x = np.load(sys.argv[1]); reps = int(sys.argv[3]); best = 1e300\n"
+               "for _ in range(reps):\n"
+               "    t0 = time.perf_counter(); y = x.astype(ml_dtypes.float8_e4m3fn)\n"
+               "    best = min(best, time.perf_counter() - t0)\n"
+               "np.save(sys.argv[2], y.view(np.uint8))\n"
+               "print(best, ml_dtypes.__version__, np.__version__)\n");
     const std::string cmd = fmt::format("'{}' '{}' '{}' '{}' {} 2>&1", python, py.string(),
                                         in.string(), out.string(), reps);
     std::string reply;
