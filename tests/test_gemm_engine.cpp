@@ -15,6 +15,7 @@
 #include <cstdlib>
 
 #include "accumulator.hpp"
+#include "bits.hpp"
 #include "exact.hpp"
 #include "gemm.hpp"
 #include "rng.hpp"
@@ -29,7 +30,6 @@ std::uint64_t seed() {
 }
 
 std::uint32_t bits(float x) { return std::bit_cast<std::uint32_t>(x); }
-bool same(float x, float y) { return bits(x) == bits(y) || (std::isnan(x) && std::isnan(y)); }
 
 // Random codes of f: mostly finite values of every magnitude; `special_rate` per mille NaN/Inf.
 std::vector<std::uint32_t> random_codes(const FormatSpec& f, std::size_t n, std::uint64_t stream,
@@ -112,7 +112,7 @@ void check_engine(const GemmSpec& s, const Operand& A, const Operand& B, const s
   const auto want = reference_gemm(s, A, B, C, sa, sb);
   int bad = 0;
   for (std::size_t i = 0; i < D.size(); ++i) {
-    if (same(D[i], want[i])) continue;
+    if (same_bits(D[i], want[i])) continue;
     if (bad++ < 3)
       UNSCOPED_INFO(fmt::format("seed={} model={} a={} b={} K={} promote={} scaling={} ({}, {}) => "
                                 "got {:08x} want {:08x}",
