@@ -105,7 +105,8 @@ json parse_manifest(const Where& top) {
     top.fail(fmt::format("JSON nested more than {} deep {}", limits::kMaxJsonDepth,
                          limits::named("kMaxJsonDepth", limits::kMaxJsonDepth)));
   } catch (const json::exception& e) {
-    top.fail(fmt::format("not valid JSON: {}", limits::quoted(e.what())));
+    // nlohmann's message quotes the last bytes read: at most a few hundred characters.
+    top.fail(fmt::format("not valid JSON: {}", limits::quoted(e.what(), 4 * limits::kMaxQuotedValue)));
   }
 }
 

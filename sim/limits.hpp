@@ -37,15 +37,15 @@ inline std::string named(const char* name, std::uint64_t value) {
   return fmt::format("(limits: {} = {})", name, value);
 }
 
-// `text` for an error message: cut to kMaxQuotedValue characters, control characters and
-// non-ASCII bytes written as \xNN (so a message stays one printable line).
-inline std::string quoted(const std::string& text) {
+// `text` for an error message: cut to `max` characters, control characters and non-ASCII
+// bytes written as \xNN (so a message stays one printable line).
+inline std::string quoted(const std::string& text, std::size_t max = kMaxQuotedValue) {
   std::string out;
-  for (std::size_t i = 0; i < text.size() && i < kMaxQuotedValue; ++i) {
+  for (std::size_t i = 0; i < text.size() && i < max; ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
     out += c >= 0x20 && c < 0x7f ? std::string(1, char(c)) : fmt::format("\\x{:02x}", c);
   }
-  if (text.size() > kMaxQuotedValue) out += fmt::format("... ({} characters)", text.size());
+  if (text.size() > max) out += fmt::format("... ({} characters)", text.size());
   return out;
 }
 
