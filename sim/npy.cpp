@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <new>
 #include <stdexcept>
 
 #include "input_file.hpp"
@@ -171,7 +172,11 @@ NpyArray read_npy(const std::string& path) {
     fail(path, fmt::format("data section {} than the shape needs ({} bytes for shape ({}), "
                            "the file holds {})",
                            bytes > left ? "shorter" : "longer", bytes, fmt::join(a.shape, ", "), left));
-  a.data.resize(bytes);
+  try {
+    a.data.resize(bytes);
+  } catch (const std::bad_alloc&) {
+    fail(path, fmt::format("cannot allocate {} bytes for its data", bytes));
+  }
   if (bytes && !in.read(a.data.data(), bytes))
     fail(path, "file shrank while being read");
   return a;

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <exception>
+#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -28,6 +29,9 @@ int main(int argc, char** argv) {
     // Flags and values (CLI11), then the command's callback, which throws on bad input.
     if (const int code = fp8sim::cli::parse_command_line(app, argc, argv, "fp8sim"); code >= 0)
       return code;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "fp8sim: error: out of memory: the problem does not fit in this machine\n");
+    return 2;
   } catch (const std::exception& e) {
     fmt::print(stderr, "fp8sim: error: {}\n", e.what());
     return 2;
