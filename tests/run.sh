@@ -41,7 +41,7 @@ if [ "${FP8SIM_SANITIZERS:-1}" != 0 ]; then
       if build-asan/tests/fuzz/fuzz_$t -max_total_time="$seconds" -print_final_stats=1 \
           -artifact_prefix=build-asan/fuzz-crashes/ "build-asan/fuzz-corpus/$t" \
           "tests/fuzz/corpus/$t" > "build-asan/fuzz-$t.log" 2>&1; then
-        echo "run: fuzz_$t: $(grep -E '^#[0-9]+ +DONE' "build-asan/fuzz-$t.log" | tail -n 1)"
+        echo "run: fuzz_$t: $(grep -E '^#[0-9]+[[:space:]]+DONE' "build-asan/fuzz-$t.log" | tail -n 1)"
       else
         tail -n 30 "build-asan/fuzz-$t.log"
         failed+=("fuzz_$t")
