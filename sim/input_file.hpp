@@ -20,9 +20,7 @@ class InputFile {
   InputFile& operator=(const InputFile&) = delete;
   ~InputFile();
 
-  std::uint64_t size() const { return size_; }
   std::uint64_t left() const { return size_ - pos_; }  // bytes not yet read
-  const std::string& path() const { return path_; }
 
   // Reads exactly n bytes; false when the file ends first.
   bool read(void* out, std::size_t n);

@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "limits.hpp"
 #include "npy.hpp"
 #include "replay.hpp"
 
