@@ -11,6 +11,7 @@
 #include "hw_harness.hpp"
 #include "hw_kernel_table.hpp"
 #include "hw_provenance.hpp"
+#include "output_file.hpp"
 
 namespace fp8sim::hw {
 namespace {
@@ -136,7 +137,7 @@ int cmd_check(std::uint64_t seed, int max_k, const std::string& json_path,
   }
   report["result"] = any_fail ? "FAIL" : "ok";
   if (!json_path.empty()) {
-    std::ofstream(json_path) << report.dump(2) << "\n";
+    write_file(json_path, report.dump(2) + "\n");
     fmt::print("report: {}\n", json_path);
   }
   return any_fail ? 1 : 0;

@@ -18,6 +18,7 @@
 #include "kernels.hpp"
 #include "npy.hpp"
 #include "rounding.hpp"
+#include "output_file.hpp"
 
 namespace fp8sim::hw {
 namespace {
@@ -184,7 +185,7 @@ int cmd_cvt(bool exhaustive, const std::string& json_path, const std::string& ou
   }
   if (mismatches) ok = false;
   report["result"] = ok ? "ok" : "FAIL";
-  if (!json_path.empty()) std::ofstream(json_path) << report.dump(2) << "\n";
+  if (!json_path.empty()) write_file(json_path, report.dump(2) + "\n");
   if (!out_dir.empty()) {
     json m = provenance(dev, 0, "fp8sim-hw cvt");
     m["fp8sim_cvt_capture"] = 1;
@@ -196,7 +197,7 @@ int cmd_cvt(bool exhaustive, const std::string& json_path, const std::string& ou
                            {"in", fmt::format("{}_in.npy", f)}, {"out", fmt::format("{}_out.npy", f)},
                            {"decode_f16", fmt::format("{}_decode_f16.npy", f)},
                            {"decode_instruction", fmt::format("cvt.rn.f16x2.{}x2", f)}});
-    std::ofstream(out_dir + "/manifest.json") << m.dump(2) << "\n";
+    write_file(out_dir + "/manifest.json", m.dump(2) + "\n");
   }
   fmt::print("cvt: {}\n", ok ? "ok" : "MISMATCHES (see report)");
   return ok ? 0 : 1;

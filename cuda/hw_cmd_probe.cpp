@@ -11,6 +11,7 @@
 #include "hw_kernel_table.hpp"
 #include "hw_provenance.hpp"
 #include "probe.hpp"
+#include "output_file.hpp"
 
 namespace fp8sim::hw {
 namespace {
@@ -91,7 +92,7 @@ int cmd_probe(const std::vector<std::string>& kernels, const std::string& json_p
     report["kernels"].push_back(jk);
     std::fflush(stdout);
   }
-  if (!json_path.empty()) std::ofstream(json_path) << report.dump(2) << "\n";
+  if (!json_path.empty()) write_file(json_path, report.dump(2) + "\n");
   return rc;
 }
 

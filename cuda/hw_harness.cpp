@@ -199,11 +199,6 @@ std::vector<Case> make_suite(const std::string& suite, const FormatSpec& fa, con
   return out;
 }
 
-bool same_bits(float x, float y) {
-  if (std::isnan(x) && std::isnan(y)) return true;
-  return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y);
-}
-
 std::string hex32(float v) { return fmt::format("0x{:08x}", std::bit_cast<std::uint32_t>(v)); }
 
 std::vector<float> run_model(const GemmSpec& s, const Case& c) {

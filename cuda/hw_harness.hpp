@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "bits.hpp"  // same_bits
 #include "format.hpp"
 #include "gemm.hpp"
 
@@ -32,9 +33,6 @@ std::vector<Case> make_suite(const std::string& suite, const FormatSpec& a, cons
 
 // Model output for a case (throws std::invalid_argument when the spec cannot run it).
 std::vector<float> run_model(const GemmSpec& s, const Case& c);
-
-// Bit-for-bit equality with every NaN equal to every NaN.
-bool same_bits(float x, float y);
 
 // "0x3f800000".
 std::string hex32(float v);

@@ -20,6 +20,8 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include "cli/options.hpp"
+#include "output_file.hpp"
 #include "convert_batch.hpp"
 #include "npy.hpp"
 #include "parallel.hpp"
@@ -61,13 +63,13 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1;
   std::string python = default_python();
   app.add_option("--n", n, "Array length")->capture_default_str();
-  app.add_option("--reps", reps, "Timed repetitions (best is reported)")->capture_default_str();
-  app.add_option("--threads", threads, "Threads for the multi-threaded run (0: all)")
-      ->capture_default_str();
+  cli::add_integer_option(&app, "--reps", reps, "Timed repetitions (best is reported; >= 1)", 1,
+                          1000000);
+  cli::add_threads_option(&app, threads);
   app.add_option("--python", python, "Python with numpy and ml_dtypes (skipped if it fails)")
       ->capture_default_str();
-  app.add_option("--seed", seed, "Seed of the input array")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  cli::add_integer_option(&app, "--seed", seed, "Seed of the input array", 0, ~std::uint64_t{0});
+  if (const int code = cli::parse_command_line(app, argc, argv, "fp8sim-bench-convert"); code >= 0) return code;
 
   try {
     if (n == 0 || reps < 1) throw std::invalid_argument("--n and --reps must be positive");
@@ -109,19 +111,14 @@ int main(int argc, char** argv) {
     fs::create_directories(dir);
     const fs::path in = dir / "x.npy", out = dir / "ml.npy", py = dir / "ml.py";
     write_npy(in.string(), "<f4", {n}, x.data(), n * 4);
-    {
-      std::FILE* s = std::fopen(py.string().c_str(), "w");
-      std::fputs(
-          "import sys, time, numpy as np, ml_dtypes\n"
-          "x = np.load(sys.argv[1]); reps = int(sys.argv[3]); best = 1e300\n"
-          "for _ in range(reps):\n"
-          "    t0 = time.perf_counter(); y = x.astype(ml_dtypes.float8_e4m3fn)\n"
-          "    best = min(best, time.perf_counter() - t0)\n"
-          "np.save(sys.argv[2], y.view(np.uint8))\n"
-          "print(best, ml_dtypes.__version__, np.__version__)\n",
-          s);
-      std::fclose(s);
-    }
+    write_file(py.string(),
+               "import sys, time, numpy as np, ml_dtypes\n"
+               "x = np.load(sys.argv[1]); reps = int(sys.argv[3]); best = 1e300\n"
+               "for _ in range(reps):\n"
+               "    t0 = time.perf_counter(); y = x.astype(ml_dtypes.float8_e4m3fn)\n"
+               "    best = min(best, time.perf_counter() - t0)\n"
+               "np.save(sys.argv[2], y.view(np.uint8))\n"
+               "print(best, ml_dtypes.__version__, np.__version__)\n");
     const std::string cmd = fmt::format("'{}' '{}' '{}' '{}' {} 2>&1", python, py.string(),
                                         in.string(), out.string(), reps);
     std::string reply;

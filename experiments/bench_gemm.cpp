@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "cli/options.hpp"
 #include "gemm.hpp"
 #include "gemm_device.hpp"
 #include "npy.hpp"
@@ -168,7 +169,8 @@ int main(int argc, char** argv) {
   app.add_option("--k", K)->capture_default_str();
   app.add_option("--promote-every", promote)->capture_default_str();
   app.add_option("--model", model)->capture_default_str();
-  app.add_option("--reps", reps, "Timed repetitions (best is reported)")->capture_default_str();
+  cli::add_integer_option(&app, "--reps", reps, "Timed repetitions (best is reported; >= 1)", 1,
+                          1000000);
   app.add_option("--python", python, "Python with mmasim installed (skipped if it has none)")
       ->capture_default_str();
   app.add_option("--mmasim-rows", mmasim_rows, "Rows of A given to MMA-Sim (0: skip it)")
@@ -178,12 +180,12 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "cpu|cuda: the engine to time")->capture_default_str();
   app.add_option("--scaling", scaling, "none|block (1 x block / block x block scales)")
       ->capture_default_str();
-  app.add_option("--block", block)->capture_default_str();
-  app.add_option("--cpu-m", cpu_m, "--device cuda: rows of A for the CPU engine's rate")
-      ->capture_default_str();
-  app.add_option("--cpu-n", cpu_n, "--device cuda: rows of B for the CPU engine's rate")
-      ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  cli::add_integer_option(&app, "--block", block, "Scale block length", 1, 1 << 20);
+  cli::add_integer_option(&app, "--cpu-m", cpu_m,
+                          "--device cuda: rows of A for the CPU engine's rate", 1, 1 << 20);
+  cli::add_integer_option(&app, "--cpu-n", cpu_n,
+                          "--device cuda: rows of B for the CPU engine's rate", 1, 1 << 20);
+  if (const int code = cli::parse_command_line(app, argc, argv, "fp8sim-bench-gemm"); code >= 0) return code;
 
   try {
     GemmSpec s;

@@ -10,9 +10,11 @@
 #include <chrono>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <thread>
 
+#include "cli/options.hpp"
+#include "output_file.hpp"
 #include "parallel.hpp"
 #include "revision.hpp"
 
@@ -111,26 +113,20 @@ int run(const Experiment& e, int argc, char** argv) {
   std::string out = "out/" + e.name;
   bool progress = false;
   app.add_option("--out", out, "output folder (created)")->capture_default_str();
-  app.add_option("--seed", o.seed, "random seed")->capture_default_str();
-  app.add_option("--trials", o.trials,
-                 fmt::format("trials per configuration (default {}, --paper {})", e.default_trials,
-                             e.paper_trials))
-      ->check(CLI::Range(1, 10000000));
-  app.add_option("--threads", o.threads, "worker threads (0: all); results never depend on it")
-      ->check(CLI::Range(0, 4096));
+  cli::add_integer_option(&app, "--seed", o.seed, "random seed", 0, ~std::uint64_t{0});
+  cli::add_integer_option(&app, "--trials", o.trials,
+                          fmt::format("trials per configuration (default {}, --paper {})",
+                                      e.default_trials, e.paper_trials),
+                          1, 10000000)
+      ->default_str("");
+  cli::add_threads_option(&app, o.threads);
   std::string device = "cpu";
   app.add_option("--device", device, "cpu|cuda: where the GEMM engine runs (same bits)")
       ->capture_default_str();
   app.add_flag("--paper", o.paper, "paper-size trial counts");
   app.add_flag("--progress", progress, "show a progress bar even when stderr is not a terminal");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& ex) {
-    return app.exit(ex);
-  } catch (const CLI::ParseError& ex) {
-    fmt::print(stderr, "exp_{}: error: {}\n", e.name, ex.what());
-    return 2;
-  }
+  if (const int code = cli::parse_command_line(app, argc, argv, "exp_" + e.name); code >= 0)
+    return code;
   try {
     o.device = parse_device(device);
     SweepSpec s = e.build();
@@ -149,21 +145,20 @@ int run(const Experiment& e, int argc, char** argv) {
     const std::string csv = (fs::path(out) / (e.name + ".csv")).string();
     const std::string summary = (fs::path(out) / (e.name + "_summary.csv")).string();
     const std::string json = (fs::path(out) / (e.name + ".json")).string();
-    const auto write = [](const std::string& path, auto&& body) {
-      std::ofstream f(path + ".tmp");
-      if (!f) throw std::runtime_error(fmt::format("{}: cannot open for writing", path));
-      body(f);
-      f.close();
-      if (!f) throw std::runtime_error(fmt::format("{}: write failed", path));
-      fs::rename(path + ".tmp", path);
-    };
-    write(csv, [&](std::ostream& f) { write_trials_csv(f, r, extra); });
-    write(summary, [&](std::ostream& f) { write_summary_csv(f, r, extra); });
+    // The three files are written in full first and renamed into place only when all
+    // three are: a failed run (full disk) leaves none of them.
+    std::ostringstream trials_text, summary_text;
+    write_trials_csv(trials_text, r, extra);
+    write_summary_csv(summary_text, r, extra);
     const double runtime =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    write(json, [&](std::ostream& f) {
-      f << manifest(e, r, command, runtime, o.paper, {csv, summary, json}).dump(2) << "\n";
-    });
+    const std::string manifest_text =
+        manifest(e, r, command, runtime, o.paper, {csv, summary, json}).dump(2) + "\n";
+    OutputFile files[] = {OutputFile(csv), OutputFile(summary), OutputFile(json)};
+    files[0].write(trials_text.str());
+    files[1].write(summary_text.str());
+    files[2].write(manifest_text);
+    for (OutputFile& f : files) f.commit();
     fmt::print("exp_{}: {} configurations x {} trials in {:.1f} s{}\n", e.name, r.configs.size(),
                s.trials, runtime,
                r.skipped.empty() ? "" : fmt::format(" ({} invalid combinations skipped)", r.skipped.size()));

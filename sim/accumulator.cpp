@@ -178,7 +178,11 @@ AccumulatorSpec accumulator_by_name(std::string_view name) {
   auto to_int = [&](std::string_view key, std::string_view v) {
     int x = 0;
     bool ok = !v.empty() && v.size() < 4;
-    for (char ch : v) ok = ok && ch >= '0' && ch <= '9', x = x * 10 + (ch - '0');
+    for (char ch : v) {  // at most 3 digits: no overflow
+      ok = ok && ch >= '0' && ch <= '9';
+      if (!ok) break;
+      x = x * 10 + (ch - '0');
+    }
     if (!ok)
       throw std::invalid_argument(
           fmt::format("model '{}': {}='{}' is not a non-negative integer", name, key, v));

@@ -92,11 +92,12 @@ FormatSpec format_by_name(std::string_view name) {
     if (name == p.name || alias_matches(p.aliases, name)) return from_preset(p);
   int e = 0, m = 0;
   if (parse_exmy(name, e, m)) {
-    FormatSpec f{std::string(name), e, m, (1 << (e - 1 > 0 ? e - 1 : 0)) - 1, Specials::ieee,
-                 true};
+    // Range first: the bias below shifts by e - 1.
     if (e < 1 || e > 8 || m > 23)
       throw std::invalid_argument(fmt::format(
           "format '{}' out of range: exponent bits must be 1..8 and mantissa bits 0..23", name));
+    FormatSpec f{std::string(name), e, m, (1 << (e - 1 > 0 ? e - 1 : 0)) - 1, Specials::ieee,
+                 true};
     validate(f);
     return f;
   }

@@ -229,6 +229,14 @@ namespace {
 
 using i128 = __int128;
 
+// Engine::dot is compiled for AVX2 and a default target, one picked at load time (an ifunc).
+// ThreadSanitizer cannot run an ifunc resolver before it starts: its build has one target.
+#if defined(__SANITIZE_THREAD__)
+#define FP8SIM_TARGET_CLONES
+#else
+#define FP8SIM_TARGET_CLONES [[gnu::target_clones("avx2", "default")]]
+#endif
+
 struct ScaleRows {
   const float* a = nullptr;  // this output's row of A scales (null: unscaled)
   const float* b = nullptr;
@@ -250,33 +258,48 @@ class Engine {
   }
 
   // One output: the chain of steps over K, chunks promoted into the FP32 main accumulator.
-  [[gnu::target_clones("avx2", "default")]] float dot(const float* a, const std::int16_t* ea, const float* b, const std::int16_t* eb,
-            int K, bool special, float c, const ScaleRows& sc) const {
+  // With prefixes (increasing, each a multiple of the step, see gemm_prefixes): at[p] gets
+  // the output the chain would give on the first prefix[p] elements of K alone, read off the
+  // running state (the partial chunk promoted as if K ended there).
+  FP8SIM_TARGET_CLONES float dot(const float* a, const std::int16_t* ea, const float* b, const std::int16_t* eb,
+            int K, bool special, float c, const ScaleRows& sc,
+            std::span<const int> prefix = {}, float* at = nullptr) const {
     const int chunk = s_.promote_every == 0 ? K : s_.promote_every;
     const int g = m_.group == 0 ? chunk : step_products(m_);
     float main = 0.0f;
+    std::size_t p = 0;
+    auto promote = [&](float main, double acc, int k0) {
+      const float part = static_cast<float>(acc);  // exact: outputs are at most fp32
+      if (sc.a == nullptr) return main + part;
+      const int blk = sc.block == 0 ? 0 : k0 / sc.block;
+      const float sa = sc.a[blk], sb = sc.b[blk];
+      return s_.order == ScaleOrder::deepgemm ? std::fmaf(sa * sb, part, main)
+                                              : std::fmaf(part * sa, sb, main);
+    };
     for (int k0 = 0; k0 < K; k0 += chunk) {
       const int kend = std::min(K, k0 + chunk);
       double acc = k0 == 0 ? c_in(c) : 0.0;
-      if (path_.step == StepPath::fmaf_chain && !special) {
-        float facc = static_cast<float>(acc);
-        for (int k = k0; k < kend; ++k) facc = std::fmaf(a[k], b[k], facc);
-        acc = facc == 0.0f ? 0.0 : facc;
-      } else {
-        for (int k = k0; k < kend; k += g) {
-          const int n = std::min(g, kend - k);
-          acc = step(a + k, ea + k, b + k, eb + k, n, acc, special);
+      const double acc0 = acc;
+      float facc = static_cast<float>(acc);  // the fmaf chain's own state (keeps -0)
+      for (int k = k0; k < kend;) {
+        const int stop = p < prefix.size() && prefix[p] < kend ? prefix[p] : kend;
+        if (stop < kend && m_.group == 0) {  // the chunk is one step: a cut chunk is another
+          at[p++] = promote(main, step(a + k0, ea + k0, b + k0, eb + k0, stop - k0, acc0, special), k0);
+          continue;
         }
+        if (path_.step == StepPath::fmaf_chain && !special) {
+          for (; k < stop; ++k) facc = std::fmaf(a[k], b[k], facc);
+          acc = facc == 0.0f ? 0.0 : facc;
+        } else {
+          for (; k < stop; k += g) {
+            const int n = std::min(g, stop - k);
+            acc = step(a + k, ea + k, b + k, eb + k, n, acc, special);
+          }
+        }
+        if (stop < kend) at[p++] = promote(main, acc, k0);
       }
-      const float part = static_cast<float>(acc);  // exact: outputs are at most fp32
-      if (sc.a == nullptr) {
-        main = main + part;
-      } else {
-        const int blk = sc.block == 0 ? 0 : k0 / sc.block;
-        const float sa = sc.a[blk], sb = sc.b[blk];
-        main = s_.order == ScaleOrder::deepgemm ? std::fmaf(sa * sb, part, main)
-                                                : std::fmaf(part * sa, sb, main);
-      }
+      main = promote(main, acc, k0);
+      for (; p < prefix.size() && prefix[p] == kend; ++p) at[p] = main;
     }
     return main;
   }
@@ -472,11 +495,14 @@ enum class Pairing {
   row_by_row,  // batched_dot(): output t = A row t . B row t, D has T elements
 };
 
-// The one engine entry under gemm() and batched_dot(): operands unpacked for the model, the
-// spec checked against the shapes, then every output through one Engine (or the device's).
+// The one engine entry under gemm(), gemm_prefixes() and batched_dot(): operands unpacked
+// for the model, the spec checked against the shapes, then every output through one Engine
+// (or the device's). With prefixes (all_pairs only), D_prefix (P x M x N) gets the outputs
+// at each prefix of K, read off the running state.
 void run_engine(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
                 std::span<const float> C, std::span<const float> sa, std::span<const float> sb,
-                std::span<float> D, Pairing pairing) {
+                std::span<float> D, Pairing pairing, std::span<const int> prefix = {},
+                std::span<float> D_prefix = {}) {
   const auto ua = unpacked(s.model, A_in), ub = unpacked(s.model, B_in);
   const Operand& A = ua ? *ua : A_in;
   const Operand& B = ub ? *ub : B_in;
@@ -507,6 +533,11 @@ void run_engine(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
     check_span("A scales", sa.size(), sh.a_rows * sh.a_cols);
     check_span("B scales", sb.size(), sh.b_rows * sh.b_cols);
   }
+  check_span("D prefixes", D_prefix.size(), prefix.size() * outputs);
+  if (spec.device == Device::cuda && !prefix.empty())
+    throw std::invalid_argument(
+        "prefix outputs are read off the CPU engine's running state: device cuda runs each "
+        "prefix as a GEMM of its own");
   if (spec.device == Device::cuda)
     return all_pairs ? gemm_on_device(spec, A, B, C, sa, sb, D)
                      : batched_dot_on_device(spec, A, B, C, sa, sb, D);
@@ -514,6 +545,7 @@ void run_engine(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
   const Engine engine(spec, A, B);
   const auto a_special = special_rows(A), b_special = special_rows(B);
   parallel_for(outputs, spec.threads, [&](std::size_t begin, std::size_t end) {
+    std::vector<float> at(prefix.size());
     for (std::size_t i = begin; i < end; ++i) {
       const std::size_t m = i / N, n = all_pairs ? i % N : i;
       ScaleRows sc;
@@ -526,8 +558,11 @@ void run_engine(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
       const std::size_t ra = m * K, rb = n * K;
       const float d = engine.dot(A.value.data() + ra, A.exponent.data() + ra,
                                  B.value.data() + rb, B.exponent.data() + rb, K,
-                                 a_special[m] || b_special[n], C.empty() ? 0.0f : C[i], sc);
+                                 a_special[m] || b_special[n], C.empty() ? 0.0f : C[i], sc,
+                                 prefix, at.data());
       D[i] = to_out_type(spec.out_type, d);
+      for (std::size_t p = 0; p < prefix.size(); ++p)
+        D_prefix[p * outputs + i] = to_out_type(spec.out_type, at[p]);
     }
   });
 }
@@ -537,6 +572,25 @@ void run_engine(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
 void gemm(const GemmSpec& s, const Operand& A, const Operand& B, std::span<const float> C,
           std::span<const float> sa, std::span<const float> sb, std::span<float> D) {
   run_engine(s, A, B, C, sa, sb, D, Pairing::all_pairs);
+}
+
+void gemm_prefixes(const GemmSpec& s, const Operand& A, const Operand& B,
+                   std::span<const float> C, std::span<const float> sa,
+                   std::span<const float> sb, std::span<const int> prefix_k, std::span<float> D,
+                   std::span<float> D_prefix) {
+  int last = 0;
+  for (const int k : prefix_k) {
+    const int K = A.cols;
+    if (k <= last || k > K)
+      throw std::invalid_argument(fmt::format(
+          "prefix_k {} after {}: prefixes must increase and lie in 1..K = {}", k, last, K));
+    GemmSpec at_k = s;
+    at_k.a_format = A.format;
+    at_k.b_format = B.format;
+    validate(at_k, A.rows, B.rows, k);
+    last = k;
+  }
+  run_engine(s, A, B, C, sa, sb, D, Pairing::all_pairs, prefix_k, D_prefix);
 }
 
 void gemm(const GemmSpec& s, int M, int N, int K, std::span<const std::uint8_t> A,

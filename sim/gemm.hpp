@@ -75,6 +75,17 @@ Operand operand_from_values(const FormatSpec& f, int rows, int cols, std::span<c
 void gemm(const GemmSpec& s, const Operand& A, const Operand& B, std::span<const float> C,
           std::span<const float> sa, std::span<const float> sb, std::span<float> D);
 
+// gemm() and, in the same pass, the outputs at prefixes of K: D_prefix[p] (M x N, at
+// p * M * N) is bit for bit what gemm() gives on the first prefix_k[p] columns of A and B
+// (with the scale columns covering them), read off the running accumulator state, so P
+// prefixes cost one GEMM, not P (a model whose step is a whole chunk, group 0, recomputes
+// the cut chunk of each prefix). prefix_k increases, lies in 1..K, and each prefix must pass
+// validate() as a K of its own; else std::invalid_argument.
+void gemm_prefixes(const GemmSpec& s, const Operand& A, const Operand& B,
+                   std::span<const float> C, std::span<const float> sa,
+                   std::span<const float> sb, std::span<const int> prefix_k, std::span<float> D,
+                   std::span<float> D_prefix);
+
 // D (M x N, row-major, as float values of s.out_type) = A (M x K codes, row-major) times
 // B^T (B is N x K codes, row-major: each row one column of B, cuBLASLt's "TN"), with C
 // (M x N fp32, may be empty) entering the tensor-core accumulator at the start of the first

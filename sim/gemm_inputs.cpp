@@ -7,6 +7,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "limits.hpp"
+
 namespace fp8sim {
 
 FormatSpec output_type_by_name(std::string_view name) {
@@ -53,8 +55,14 @@ void check_gemm_problem(std::string_view a_source, std::string_view b_source, st
   if (M == 0 || N == 0 || K == 0)
     throw std::runtime_error(
         fmt::format("{}: empty operand ({} x {} times {} x {})", a_source, M, K, N, K));
-  if (M * N > (std::size_t{1} << 31) || K > (std::size_t{1} << 30))
-    throw std::runtime_error(fmt::format("{}: problem {} x {} x {} is too large", a_source, M, N, K));
+  if (M > std::size_t(limits::kMaxDim) || N > std::size_t(limits::kMaxDim) ||
+      K > std::size_t(limits::kMaxDim))
+    throw std::runtime_error(fmt::format("{}: problem {} x {} x {} is too large {}", a_source, M,
+                                         N, K, limits::named("kMaxDim", limits::kMaxDim)));
+  if (M * N > std::size_t(limits::kMaxOutputElements))
+    throw std::runtime_error(
+        fmt::format("{}: D of {} x {} is too large {}", a_source, M, N,
+                    limits::named("kMaxOutputElements", limits::kMaxOutputElements)));
 }
 
 std::vector<float> scale_values(std::string_view source, const ScaleArray& a, Scaling scaling,

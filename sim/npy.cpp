@@ -2,11 +2,14 @@
 #include "npy.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
+#include <new>
 #include <stdexcept>
+
+#include "input_file.hpp"
+#include "limits.hpp"
+#include "output_file.hpp"
 
 namespace fp8sim {
 namespace {
@@ -64,13 +67,16 @@ struct HeaderParser {
     std::vector<std::size_t> dims;
     while (!eat(')')) {
       ws();
-      std::size_t v = 0;
+      std::uint64_t v = 0;
       const std::size_t start = i;
       while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
-        if (v > (std::size_t{1} << 40)) fail(path, "npy shape too large");
-        v = v * 10 + std::size_t(s[i++] - '0');
+        if (__builtin_mul_overflow(v, 10u, &v) || __builtin_add_overflow(v, unsigned(s[i++] - '0'), &v))
+          fail(path, "npy shape dimension does not fit in 64 bits");
       }
       if (i == start) fail(path, "malformed npy header: bad shape");
+      if (dims.size() == limits::kMaxNpyRank)
+        fail(path, fmt::format("npy shape has more than {} dimensions {}", limits::kMaxNpyRank,
+                               limits::named("kMaxNpyRank", limits::kMaxNpyRank)));
       dims.push_back(v);
       if (!eat(',')) {
         expect(')');
@@ -80,6 +86,13 @@ struct HeaderParser {
     return dims;
   }
 };
+
+std::string show_shape(const std::vector<std::size_t>& s) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < s.size(); ++i)
+    out += (i ? ", " : "") + (s[i] ? std::to_string(s[i]) : std::string("*"));
+  return out + ")";
+}
 
 }  // namespace
 
@@ -91,27 +104,29 @@ std::size_t NpyArray::size() const {
 std::size_t NpyArray::item_size() const { return descr_size(descr); }
 
 NpyArray read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "cannot open");
-  char magic[8];
-  if (!in.read(magic, 8) || std::string(magic, 6) != "\x93NUMPY")
+  InputFile in(path, limits::kMaxFileBytes, "kMaxFileBytes");
+  unsigned char magic[8];
+  if (!in.read(magic, 8) || std::string(reinterpret_cast<char*>(magic), 6) != "\x93NUMPY")
     fail(path, "not an npy file (bad magic)");
-  const int major = static_cast<unsigned char>(magic[6]);
+  const int major = magic[6];
   std::size_t hlen = 0;
   if (major == 1) {
     unsigned char b[2];
-    if (!in.read(reinterpret_cast<char*>(b), 2)) fail(path, "truncated npy header");
+    if (!in.read(b, 2)) fail(path, "truncated npy header");
     hlen = b[0] | (std::size_t(b[1]) << 8);
   } else if (major == 2 || major == 3) {
     unsigned char b[4];
-    if (!in.read(reinterpret_cast<char*>(b), 4)) fail(path, "truncated npy header");
+    if (!in.read(b, 4)) fail(path, "truncated npy header");
     hlen = b[0] | (std::size_t(b[1]) << 8) | (std::size_t(b[2]) << 16) | (std::size_t(b[3]) << 24);
   } else {
     fail(path, fmt::format("unsupported npy version {}", major));
   }
-  if (hlen > (1u << 20)) fail(path, "npy header too long");
+  if (hlen > limits::kMaxNpyHeaderBytes)
+    fail(path, fmt::format("npy header of {} bytes is too long {}", hlen,
+                           limits::named("kMaxNpyHeaderBytes", limits::kMaxNpyHeaderBytes)));
+  if (hlen > in.left()) fail(path, "truncated npy header");
   std::string header(hlen, '\0');
-  if (!in.read(header.data(), std::streamsize(hlen))) fail(path, "truncated npy header");
+  if (!in.read(header.data(), hlen)) fail(path, "truncated npy header");
 
   NpyArray a;
   HeaderParser p{header, path};
@@ -130,7 +145,7 @@ NpyArray read_npy(const std::string& path) {
       a.shape = p.shape();
       have_shape = true;
     } else {
-      fail(path, fmt::format("malformed npy header: unknown key '{}'", key));
+      fail(path, fmt::format("malformed npy header: unknown key '{}'", limits::quoted(key)));
     }
     if (!p.eat(',')) {
       p.expect('}');
@@ -142,14 +157,28 @@ NpyArray read_npy(const std::string& path) {
   if (fortran) fail(path, "Fortran-order arrays are not supported (save with C order)");
   if (a.descr.size() == 3 && a.descr[0] == '>' && a.descr[2] != '1')
     fail(path, fmt::format("big-endian dtype {} is not supported", a.descr));
-  if (descr_size(a.descr) == 0) fail(path, fmt::format("unsupported dtype '{}'", a.descr));
+  if (descr_size(a.descr) == 0)
+    fail(path, fmt::format("unsupported dtype '{}'", limits::quoted(a.descr)));
 
-  const std::size_t bytes = a.size() * a.item_size();
-  a.data.resize(bytes);
-  if (bytes && !in.read(reinterpret_cast<char*>(a.data.data()), std::streamsize(bytes)))
-    fail(path, fmt::format("data section shorter than the shape needs ({} bytes)", bytes));
-  if (in.peek() != std::char_traits<char>::eof())
-    fail(path, "data section longer than the shape needs");
+  // The data size from the shape, without wrapping, checked against the file before any
+  // allocation.
+  std::uint64_t bytes = a.item_size();
+  for (const std::size_t d : a.shape)
+    if (__builtin_mul_overflow(bytes, std::uint64_t{d}, &bytes))
+      fail(path, fmt::format("shape ({}) has more bytes than fit in 64 bits",
+                             fmt::join(a.shape, ", ")));
+  const std::uint64_t left = in.left();
+  if (bytes != left)
+    fail(path, fmt::format("data section {} than the shape needs ({} bytes for shape ({}), "
+                           "the file holds {})",
+                           bytes > left ? "shorter" : "longer", bytes, fmt::join(a.shape, ", "), left));
+  try {
+    a.data.resize(bytes);
+  } catch (const std::bad_alloc&) {
+    fail(path, fmt::format("cannot allocate {} bytes for its data", bytes));
+  }
+  if (bytes && !in.read(a.data.data(), bytes))
+    fail(path, "file shrank while being read");
   return a;
 }
 
@@ -166,15 +195,9 @@ NpyArray read_npy_checked(const std::string& path, const std::string& descr,
   };
   if (!same(a.descr, descr))
     fail(path, fmt::format("expected dtype {}, got {}", descr, a.descr));
-  auto show = [](const std::vector<std::size_t>& s) {
-    std::string out = "(";
-    for (std::size_t i = 0; i < s.size(); ++i)
-      out += (i ? ", " : "") + (s[i] ? std::to_string(s[i]) : std::string("*"));
-    return out + ")";
-  };
   bool ok = a.shape.size() == shape.size();
   for (std::size_t i = 0; ok && i < shape.size(); ++i) ok = shape[i] == 0 || shape[i] == a.shape[i];
-  if (!ok) fail(path, fmt::format("expected shape {}, got {}", show(shape), show(a.shape)));
+  if (!ok) fail(path, fmt::format("expected shape {}, got {}", show_shape(shape), show_shape(a.shape)));
   return a;
 }
 
@@ -196,24 +219,14 @@ void write_npy(const std::string& path, const std::string& descr,
   const std::size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail(path, "cannot open for writing");
-    const unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
-                                   static_cast<unsigned char>(header.size() & 0xff),
-                                   static_cast<unsigned char>(header.size() >> 8)};
-    out.write(reinterpret_cast<const char*>(pre), 10);
-    out.write(header.data(), std::streamsize(header.size()));
-    out.write(static_cast<const char*>(data), std::streamsize(bytes));
-    if (!out) fail(path, "write failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    fail(path, "cannot rename the finished file into place");
-  }
+  const unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                                 static_cast<unsigned char>(header.size() & 0xff),
+                                 static_cast<unsigned char>(header.size() >> 8)};
+  OutputFile out(path);
+  out.write(pre, 10);
+  out.write(header);
+  out.write(data, bytes);
+  out.commit();
 }
 
 }  // namespace fp8sim

@@ -22,9 +22,12 @@ struct NpyArray {
   template <class T> std::vector<T> as() const;  // copies data out; caller checked descr
 };
 
-// Reads `path`. Throws std::runtime_error("<path>: <problem>") for a missing file, bad magic,
-// unsupported version, malformed header, Fortran order, big-endian or unknown dtype, or a
-// data section whose length does not match the shape.
+// Reads `path`. Throws std::runtime_error("<path>: <problem>") for a missing file, a file
+// that is not a regular file (a FIFO is refused without blocking), bad magic, unsupported
+// version, malformed header, Fortran order, big-endian or unknown dtype, a shape whose size
+// overflows, or a data section whose length does not match the shape. The shape is checked
+// against the file's size before anything is allocated (limits.hpp: kMaxFileBytes,
+// kMaxNpyHeaderBytes, kMaxNpyRank).
 NpyArray read_npy(const std::string& path);
 
 // Reads and checks dtype and rank / exact shape (a 0 in `shape` matches any extent).
@@ -32,8 +35,8 @@ NpyArray read_npy(const std::string& path);
 NpyArray read_npy_checked(const std::string& path, const std::string& descr,
                           const std::vector<std::size_t>& shape);
 
-// Writes a C-order array (version 1.0). Writes to `path + ".tmp"` then renames, so a failed
-// run never leaves a partial output file. Throws std::runtime_error on I/O failure.
+// Writes a C-order array (version 1.0) through OutputFile (output_file.hpp): a failed run
+// never leaves a partial output file. Throws std::runtime_error on I/O failure.
 void write_npy(const std::string& path, const std::string& descr,
                const std::vector<std::size_t>& shape, const void* data, std::size_t bytes);
 

@@ -8,20 +8,26 @@
 #include <cstddef>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
+#include "limits.hpp"
+
 namespace fp8sim {
 
-// The thread count to use: `requested` if > 0, else every hardware thread.
+// The thread count to use: `requested` if > 0, else every hardware thread; at most
+// limits::kMaxThreads (a larger request is capped there: the front-ends reject it first).
 inline int resolve_threads(int requested) {
-  if (requested > 0) return requested;
+  if (requested > 0) return std::min(requested, limits::kMaxThreads);
   const unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : static_cast<int>(hw);
+  return hw == 0 ? 1 : static_cast<int>(std::min<unsigned>(hw, limits::kMaxThreads));
 }
 
 // Calls body(begin, end) on disjoint pieces covering [0, n), from up to `threads` threads
 // (0: all). The first exception thrown by a body is rethrown here after all threads end.
+// When the system cannot start another thread, the calling thread runs the pieces left
+// (the pieces are fixed, so the result is the same).
 template <class Body>
 void parallel_for(std::size_t n, int threads, Body&& body) {
   const std::size_t t = std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(threads)),
@@ -34,16 +40,24 @@ void parallel_for(std::size_t n, int threads, Body&& body) {
   std::mutex error_mutex;
   std::vector<std::thread> pool;
   pool.reserve(t);
+  auto run = [&](std::size_t begin, std::size_t end) {
+    try {
+      if (begin < end) body(begin, end);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  };
   for (std::size_t i = 0; i < t; ++i) {
     const std::size_t begin = n * i / t, end = n * (i + 1) / t;
-    pool.emplace_back([&, begin, end] {
-      try {
-        if (begin < end) body(begin, end);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-      }
-    });
+    bool started = false;
+    try {
+      pool.emplace_back(run, begin, end);
+      started = true;
+    } catch (const std::system_error&) {
+      // e.g. EAGAIN: out of threads; this piece runs here, below
+    }
+    if (!started) run(begin, end);
   }
   for (auto& th : pool) th.join();
   if (error) std::rethrow_exception(error);

@@ -1,22 +1,9 @@
 // replay: recompute captured kernel outputs with a model and compare them bit for bit.
 //
-// A capture folder holds manifest.json and .npy files (format below, written by fp8sim-hw
-// capture or by anyone's own script with np.save + json.dump). replay() checks every file,
-// recomputes each case through the GEMM engine and reports, per case, the matches, the first
-// mismatching element and the first K chunk (from the prefix outputs) where model and kernel
-// part ways.
-//
-// DIR/manifest.json:
-//   {"fp8sim_capture": 1, "device", "driver", "cuda", "date", "git_revision", "generator",
-//    "seed", "cases": [{"name", "kernel", "suite", "a_format", "b_format", "model",
-//    "promote_every", "scaling", "block", "scale_order", "out_type", "M", "N", "K",
-//    "a", "b", "c", "sa", "sb", "d", "prefix_k", "d_prefix"}]}
-//   a, b: uint8 (M,K) and (N,K) codes; c, d: float32 (M,N); out_type f16/bf16: d holds the
-//   float32 values of f16/bf16 numbers; sa, sb: float32 in scale_shapes(); d_prefix: float32
-//   (P,M,N), the kernel's output on the first prefix_k[p] columns of K. "model": null when
-//   unknown (then a model must be given). Provenance keys and c, sa, sb, prefix_k, d_prefix,
-//   promote_every (0), scaling ("none"), block (128), scale_order ("deepgemm"),
-//   out_type ("f32"), kernel, suite may be absent. Paths are relative to DIR.
+// A capture folder (capture.hpp: manifest.json and .npy files) is read and checked by
+// read_capture(); replay() recomputes each case and its K prefixes in one pass through the
+// GEMM engine (gemm_prefixes) and reports, per case, the matches, the first mismatching
+// element and the first K chunk (from the prefix outputs) where model and kernel part ways.
 #pragma once
 
 #include <cstdint>
@@ -58,10 +45,10 @@ struct ReplayReport {
   bool all_match() const;
 };
 
-// Reads DIR/manifest.json and every file it names, recomputes and compares. Bad input
-// (missing or malformed file, wrong dtype or shape, missing key, unknown model / format /
-// scaling, no case named opts.case_name) throws std::runtime_error with one line that names
-// the file or case and the problem.
+// Reads the capture in DIR (read_capture), recomputes and compares. Bad input (missing or
+// malformed file, wrong dtype or shape, missing key, unknown model / format / scaling,
+// non-finite scales, no case named opts.case_name) throws std::runtime_error with one line
+// that names the file or case and the problem.
 ReplayReport replay(const std::string& dir, const ReplayOptions& opts = {});
 
 // One line per case: "<case>: <matches>/<total> match" and, on a mismatch,

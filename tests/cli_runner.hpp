@@ -36,15 +36,23 @@ inline std::string slurp(const std::filesystem::path& p) {
   return ss.str();
 }
 
-// Runs `fp8sim <args>` inside workdir() (args are passed to the shell as written).
-inline Run run_cli(const std::string& args) {
-  const char* cli = std::getenv("FP8SIM_CLI");
-  REQUIRE(cli != nullptr);
+// Runs `<program> <args>` inside workdir() (args are passed to the shell as written);
+// `before` is shell text put in front of the program in its own subshell, e.g.
+// "ulimit -f 8; exec " or "exec timeout 60 ".
+inline Run run_program(const std::string& program, const std::string& args,
+                       const std::string& before = "") {
   const auto out = workdir() / "stdout.txt", err = workdir() / "stderr.txt";
-  const std::string cmd = fmt::format("cd '{}' && '{}' {} > '{}' 2> '{}'", workdir().string(), cli,
-                                      args, out.string(), err.string());
+  const std::string cmd = fmt::format("cd '{}' && ({}'{}' {}) > '{}' 2> '{}'", workdir().string(),
+                                      before, program, args, out.string(), err.string());
   const int rc = std::system(cmd.c_str());
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(out), slurp(err)};
+}
+
+// Runs `fp8sim <args>` (FP8SIM_CLI) inside workdir().
+inline Run run_cli(const std::string& args, const std::string& before = "") {
+  const char* cli = std::getenv("FP8SIM_CLI");
+  REQUIRE(cli != nullptr);
+  return run_program(cli, args, before);
 }
 
 }  // namespace fp8sim::test

@@ -4,3 +4,4 @@ fp8sim_add_test(test_gemm_engine SOURCES test_gemm_engine.cpp LABELS "unit;diffe
 fp8sim_add_test(test_gemm_cases SOURCES test_gemm_cases.cpp LABELS unit)
 fp8sim_add_test(test_gemm_path SOURCES test_gemm_path.cpp LABELS unit)
 fp8sim_add_test(test_cli_gemm SOURCES test_cli_gemm.cpp LABELS unit)
+fp8sim_add_test(test_gemm_prefixes SOURCES test_gemm_prefixes.cpp LABELS "unit;differential")

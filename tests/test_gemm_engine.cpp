@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "accumulator.hpp"
+#include "bits.hpp"
 #include "exact.hpp"
 #include "gemm.hpp"
 #include "model_grid.hpp"
@@ -25,7 +26,6 @@ using namespace fp8sim;
 namespace {
 
 std::uint32_t bits(float x) { return std::bit_cast<std::uint32_t>(x); }
-bool same(float x, float y) { return bits(x) == bits(y) || (std::isnan(x) && std::isnan(y)); }
 
 // Random codes of f: mostly finite values of every magnitude; `special_rate` per mille NaN/Inf.
 std::vector<std::uint32_t> random_codes(const FormatSpec& f, std::size_t n, std::uint64_t stream,
@@ -108,7 +108,7 @@ void check_engine(const GemmSpec& s, const Operand& A, const Operand& B, const s
   const auto want = reference_gemm(s, A, B, C, sa, sb);
   int bad = 0;
   for (std::size_t i = 0; i < D.size(); ++i) {
-    if (same(D[i], want[i])) continue;
+    if (same_bits(D[i], want[i])) continue;
     if (bad++ < 3)
       UNSCOPED_INFO(fmt::format("seed={} model={} a={} b={} K={} promote={} scaling={} ({}, {}) => "
                                 "got {:08x} want {:08x}",

@@ -1,7 +1,7 @@
 // test_hw_captures: hardware captures from fp8sim-hw (tests/data/hw) replayed without a GPU.
 //
-// Every GEMM case whose manifest names a model is recomputed with sim/gemm.hpp and compared
-// bit for bit (outputs and K prefixes); the conversion captures are compared with encode()
+// Every GEMM capture set is read by the capture module (sim/capture.hpp) and replayed once,
+// with replay(), through the model its manifest names (outputs and K prefixes); the conversion captures are compared with encode()
 // and decode(); the mma.sync capture is also checked against its SASS structure written out
 // with plain 16-product steps (an independent check of the hopper-mma-sync preset). Failures print one line: <set>/<case> m n => got <hex> want <hex>.
 #include <catch2/catch.hpp>
@@ -9,15 +9,19 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <unistd.h>
 
+#include "bits.hpp"
+#include "capture.hpp"
 #include "format.hpp"
 #include "gemm.hpp"
 #include "npy.hpp"
+#include "replay.hpp"
 #include "rounding.hpp"
 
 namespace {
@@ -33,124 +37,80 @@ fs::path hw_data() {
 
 json manifest(const fs::path& dir) { return json::parse(std::ifstream(dir / "manifest.json")); }
 
-bool same(float x, float y) {
-  return (std::isnan(x) && std::isnan(y)) || std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y);
-}
-
-std::string hex(float v) { return fmt::format("0x{:08x}", std::bit_cast<std::uint32_t>(v)); }
-
-struct GemmCase {
-  int M, N, K;
-  std::vector<std::uint8_t> A, B;
-  std::vector<float> C, sa, sb, D;
-};
-
-GemmCase load(const fs::path& dir, const json& c) {
-  GemmCase g{c["M"], c["N"], c["K"], {}, {}, {}, {}, {}, {}};
-  auto f = [&](const char* key) { return (dir / c[key].get<std::string>()).string(); };
-  g.A = read_npy_checked(f("a"), "|u1", {std::size_t(g.M), std::size_t(g.K)}).as<std::uint8_t>();
-  g.B = read_npy_checked(f("b"), "|u1", {std::size_t(g.N), std::size_t(g.K)}).as<std::uint8_t>();
-  g.D = read_npy_checked(f("d"), "<f4", {std::size_t(g.M), std::size_t(g.N)}).as<float>();
-  if (!c["c"].is_null()) g.C = read_npy(f("c")).as<float>();
-  if (!c["sa"].is_null()) g.sa = read_npy(f("sa")).as<float>(), g.sb = read_npy(f("sb")).as<float>();
-  return g;
-}
-
-// The first k columns of A and B (and of the scale grids, blocks of 128 along K).
-GemmCase prefix(const GemmCase& g, int k) {
-  GemmCase p = g;
-  p.K = k;
-  p.A.resize(std::size_t(g.M) * k);
-  p.B.resize(std::size_t(g.N) * k);
-  for (int r = 0; r < g.M; ++r) std::copy_n(&g.A[std::size_t(r) * g.K], k, &p.A[std::size_t(r) * k]);
-  for (int r = 0; r < g.N; ++r) std::copy_n(&g.B[std::size_t(r) * g.K], k, &p.B[std::size_t(r) * k]);
-  if (!g.sa.empty()) {
-    const int ka = (g.K + 127) / 128, kb = (k + 127) / 128;
-    const int rows_a = int(g.sa.size()) / ka, rows_b = int(g.sb.size()) / ka;
-    p.sa.assign(std::size_t(rows_a) * kb, 0), p.sb.assign(std::size_t(rows_b) * kb, 0);
-    for (int r = 0; r < rows_a; ++r) std::copy_n(&g.sa[std::size_t(r) * ka], kb, &p.sa[std::size_t(r) * kb]);
-    for (int r = 0; r < rows_b; ++r) std::copy_n(&g.sb[std::size_t(r) * ka], kb, &p.sb[std::size_t(r) * kb]);
-  }
-  return p;
-}
-
-GemmSpec spec_of(const json& c) {
-  GemmSpec s;
-  s.a_format = format_by_name(c["a_format"].get<std::string>());
-  s.b_format = format_by_name(c["b_format"].get<std::string>());
-  s.model = accumulator_by_name(c["model"].get<std::string>());
-  s.promote_every = c["promote_every"];
-  s.scaling = parse_scaling(c["scaling"].get<std::string>());
-  s.block = c["block"];
-  s.order = parse_scale_order(c["scale_order"].get<std::string>());
-  s.out_type = format_by_name(c["out_type"].get<std::string>());
-  s.threads = 0;
-  return s;
-}
-
 // Compares one output array; returns the number of equal elements, reports the first miss.
-long compare(const std::string& where, const GemmCase& g, const std::vector<float>& got,
+long compare(const std::string& where, const CaptureCase& g, const std::vector<float>& got,
              const std::vector<float>& want) {
   long ok = 0;
   bool told = false;
   for (int m = 0; m < g.M; ++m)
     for (int n = 0; n < g.N; ++n) {
       const std::size_t i = std::size_t(m) * g.N + n;
-      if (same(got[i], want[i])) {
+      if (same_bits(got[i], want[i])) {
         ++ok;
       } else if (!told) {
         told = true;
         fmt::print("{}\n", fmt::format("{} K={} m={} n={} c={} => got {} want {}", where, g.K, m, n,
-                                  g.C.empty() ? "none" : hex(g.C[i]), hex(got[i]), hex(want[i])));
+                                  g.c.empty() ? "none" : hex_bits(g.c[i]), hex_bits(got[i]), hex_bits(want[i])));
       }
     }
   return ok;
 }
 
-}  // namespace
-
-TEST_CASE("hardware GEMM captures replay bit for bit through gemm()", "[golden][hw]") {
-  long cases = 0, outputs = 0, matches = 0;
+// The GEMM capture sets (folders whose manifest says "fp8sim_capture").
+std::vector<std::string> capture_sets() {
   std::vector<std::string> sets;
   for (const auto& e : fs::directory_iterator(hw_data()))
     if (fs::exists(e.path() / "manifest.json") && manifest(e.path()).contains("fp8sim_capture"))
       sets.push_back(e.path().filename().string());
   std::sort(sets.begin(), sets.end());
+  return sets;
+}
+
+}  // namespace
+
+// The one replay of the golden captures: replay() (the library behind `fp8sim replay`) on
+// every set, each case through the model its manifest names, outputs and K prefixes.
+TEST_CASE("hardware GEMM captures replay bit for bit through their models", "[golden][hw]") {
+  long cases = 0, bad = 0;
+  const auto sets = capture_sets();
   REQUIRE(sets.size() >= 10);
   for (const auto& set : sets) {
-    const fs::path dir = hw_data() / set;
-    const json m = manifest(dir);
+    const std::string dir = (hw_data() / set).string();
     // Provenance: every capture says where and when it came from.
-    for (const char* key : {"device", "driver", "cuda", "date", "git_revision", "generator", "seed"})
-      CHECK(m.contains(key));
-    for (const auto& c : m["cases"]) {
-      if (c["model"].is_null()) continue;  // measured paths without a preset: tested below
-      const GemmCase g = load(dir, c);
-      const GemmSpec s = spec_of(c);
-      const std::string where = fmt::format("{}/{} ({}, {} promote={})", set, c["name"].get<std::string>(),
-                                            c["kernel"].get<std::string>(), s.model.name, s.promote_every);
-      std::vector<float> want(g.D.size());
-      gemm(s, g.M, g.N, g.K, g.A, g.B, g.C, g.sa, g.sb, want);
-      matches += compare(where, g, g.D, want);
-      outputs += long(want.size());
-      if (!c["prefix_k"].is_null()) {
-        const auto ks = c["prefix_k"].get<std::vector<int>>();
-        const auto dp = read_npy_checked((dir / c["d_prefix"].get<std::string>()).string(), "<f4",
-                                         {ks.size(), std::size_t(g.M), std::size_t(g.N)}).as<float>();
-        for (std::size_t p = 0; p < ks.size(); ++p) {
-          const GemmCase gp = prefix(g, ks[p]);
-          std::vector<float> wp(g.D.size()), hp(dp.begin() + long(p * g.D.size()), dp.begin() + long((p + 1) * g.D.size()));
-          gemm(s, gp.M, gp.N, gp.K, gp.A, gp.B, gp.C, gp.sa, gp.sb, wp);
-          matches += compare(where + " prefix", gp, hp, wp);
-          outputs += long(wp.size());
-        }
-      }
+    const CaptureProvenance p = read_capture(dir).provenance;
+    for (const std::string* v : {&p.device, &p.driver, &p.cuda, &p.date, &p.git_revision, &p.generator})
+      CHECK(!v->empty());
+    for (const ReplayCase& c : replay(dir).cases) {
       ++cases;
+      if (!c.ok()) ++bad, fmt::print("{}/{}\n", set, format_case(c));
     }
   }
-  INFO(fmt::format("{} cases, {} of {} outputs equal", cases, matches, outputs));
+  INFO(fmt::format("{} cases, {} differ", cases, bad));
   CHECK(cases >= 60);
-  CHECK(matches == outputs);
+  CHECK(bad == 0);
+}
+
+// The capture module writes what it reads: every committed set read and written again gives
+// the same files, byte for byte (fp8sim-hw capture writes through write_capture()).
+TEST_CASE("captures read and written again are byte-identical", "[golden][hw]") {
+  const fs::path tmp = fs::temp_directory_path() / fmt::format("fp8sim_capture_{}", ::getpid());
+  for (const auto& set : capture_sets()) {
+    const fs::path dir = hw_data() / set;
+    fs::remove_all(tmp);
+    write_capture(tmp.string(), read_capture(dir.string()));
+    long files = 0;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      const auto slurp = [](const fs::path& p) {
+        std::ifstream f(p, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(f), {});
+      };
+      INFO(set << "/" << e.path().filename().string());
+      CHECK(slurp(e.path()) == slurp(tmp / e.path().filename()));
+      ++files;
+    }
+    CHECK(std::distance(fs::directory_iterator(tmp), fs::directory_iterator()) == files);
+  }
+  fs::remove_all(tmp);
 }
 
 // mma.sync.m16n8k32.row.col.f32.<a>.<b>.f32 on sm_90a, as its SASS shows (F2FP.F16.<fmt>.UNPACK_B,
@@ -164,18 +124,16 @@ TEST_CASE("mma.sync captures follow their SASS: permuted k16 HMMA pairs, FADD in
   long outputs = 0, matches = 0;
   for (const char* set : {"mma_sync_e4m3", "mma_sync_e5m2_e4m3"}) {
     const fs::path dir = hw_data() / set;
-    const json m = manifest(dir);
     GemmSpec s;
     s.model = accumulator_by_name("custom:group=16,frac=25,cut=rz,out=24,outround=rz,c=join,unpack=fp16");
     s.promote_every = 0;
     s.out_type = format_by_name("fp32");
-    for (const auto& c : m["cases"]) {
-      s.a_format = format_by_name(c["a_format"].get<std::string>());
-      s.b_format = format_by_name(c["b_format"].get<std::string>());
-      const GemmCase g = load(dir, c);
+    for (const CaptureCase& g : read_capture(dir.string()).cases) {
+      s.a_format = g.spec.a_format;
+      s.b_format = g.spec.b_format;
       REQUIRE(g.K % 32 == 0);
-      std::vector<float> d(g.D.size());
-      for (std::size_t i = 0; i < d.size(); ++i) d[i] = g.C.empty() ? 0.0f : g.C[i];
+      std::vector<float> d(g.d.size());
+      for (std::size_t i = 0; i < d.size(); ++i) d[i] = g.c.empty() ? 0.0f : g.c[i];
       for (int k0 = 0; k0 < g.K; k0 += 32) {
         std::vector<std::uint8_t> a(std::size_t(g.M) * 32), b(std::size_t(g.N) * 32);
         auto gather = [&](const std::vector<std::uint8_t>& src, std::vector<std::uint8_t>& dst, int rows) {
@@ -186,12 +144,12 @@ TEST_CASE("mma.sync captures follow their SASS: permuted k16 HMMA pairs, FADD in
                 if ((k % 4) / 2 == half) dst[std::size_t(r) * 32 + j++] = src[std::size_t(r) * g.K + k0 + k];
           }
         };
-        gather(g.A, a, g.M), gather(g.B, b, g.N);
+        gather(g.a, a, g.M), gather(g.b, b, g.N);
         std::vector<float> part(d.size());
         gemm(s, g.M, g.N, 32, a, b, {}, {}, {}, part);
         for (std::size_t i = 0; i < d.size(); ++i) d[i] = d[i] + part[i];
       }
-      matches += compare(std::string(set) + "/" + c["name"].get<std::string>(), g, g.D, d);
+      matches += compare(std::string(set) + "/" + g.name, g, g.d, d);
       outputs += long(d.size());
     }
   }
@@ -216,13 +174,13 @@ TEST_CASE("cvt captures: hardware FP8 conversions equal encode() and decode()", 
       if (std::isnan(x[i])) {
         ++nan_in;
         if (classify(f, y[i]) != ValueClass::nan) {
-          if (bad++ == 0) fmt::print("{}\n", fmt::format("{} x={} => got 0x{:02x}, not a NaN", ins, hex(x[i]), y[i]));
+          if (bad++ == 0) fmt::print("{}\n", fmt::format("{} x={} => got 0x{:02x}, not a NaN", ins, hex_bits(x[i]), y[i]));
         }
         continue;
       }
       const std::uint32_t want = encode(x[i], f, {Rounding::rne, Overflow::saturate, 32});
       if (y[i] != want && bad++ == 0)
-        fmt::print("{}\n", fmt::format("{} x={} => got 0x{:02x} want 0x{:02x}", ins, hex(x[i]), y[i], want));
+        fmt::print("{}\n", fmt::format("{} x={} => got 0x{:02x} want 0x{:02x}", ins, hex_bits(x[i]), y[i], want));
     }
     CHECK(nan_in > 0);
     CHECK(bad == 0);

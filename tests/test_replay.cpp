@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
+#include "capture.hpp"
 #include "gemm.hpp"
 #include "npy.hpp"
 #include "replay.hpp"
@@ -54,14 +55,6 @@ struct TempDir {
 
 constexpr int kM = 8, kN = 4, kK = 256;
 const std::vector<int> kPrefix = {32, 64, 96, 128, 160, 192, 224};
-
-template <class T>
-std::vector<T> first_columns(const std::vector<T>& v, int rows, int cols, int k) {
-  std::vector<T> out;
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < k; ++c) out.push_back(v[std::size_t(r) * cols + c]);
-  return out;
-}
 
 void save_u8(const fs::path& p, const std::vector<std::uint8_t>& v, std::size_t r, std::size_t c) {
   write_npy(p.string(), "|u1", {r, c}, v.data(), v.size());
@@ -117,7 +110,8 @@ json make_capture(const fs::path& dir, const char* model = "hopper-wgmma", int p
       std::vector<float> dp;
       for (int k : kPrefix) {
         std::vector<float> dk(kM * kN);
-        gemm(s, kM, kN, k, first_columns(a, kM, kK, k), first_columns(b, kN, kK, k), c, {}, {}, dk);
+        const KSlice cut = slice_k(s, kM, kN, kK, a, b, {}, {}, k);
+        gemm(s, kM, kN, k, cut.a, cut.b, c, {}, {}, dk);
         dp.insert(dp.end(), dk.begin(), dk.end());
       }
       save_f32(dir / "prefixed_d_prefix.npy", dp, {kPrefix.size(), kM, kN});
@@ -303,7 +297,8 @@ TEST_CASE("bad captures end in one line naming the file and the problem", "[unit
 
   // Shape: B written with half of K.
   const auto b = read_npy((t.path / "plain_b.npy").string()).as<std::uint8_t>();
-  save_u8(t.path / "plain_b.npy", first_columns(b, kN, kK, kK / 2), kN, kK / 2);
+  GemmSpec plain;
+  save_u8(t.path / "plain_b.npy", slice_k(plain, kN, kN, kK, b, b, {}, {}, kK / 2).b, kN, kK / 2);
   expect_error(good, "plain_b.npy");
   save_u8(t.path / "plain_b.npy", b, kN, kK);
   // dtype: d as float64.

@@ -10,41 +10,14 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "cli/options.hpp"
 #include "format.hpp"
+#include "parse_number.hpp"
 #include "rng.hpp"
 #include "rounding.hpp"
 
 namespace fp8sim::cli {
 namespace {
-
-// A value read from text: exactly `lo` when exact, else strictly between `lo` (its neighbour
-// toward zero among doubles, possibly 0 or +-DBL_MAX) and the next double away from zero.
-struct ParsedValue {
-  double lo;
-  bool exact;
-};
-
-// Decimal, hex float (0x1.8p3), inf, -inf, nan; the whole text must be a number.
-// A decimal need not be a double: parsing it twice, rounded down and up (glibc's strtod
-// honours the rounding mode), brackets it between adjacent doubles, so the value is rounded
-// into the target once, not first to a double (1.0625000000000000000001 is above e4m3's tie
-// at 1.0625; 1e-400 is a positive number; 1e400 is finite, not Inf).
-ParsedValue parse_value(const std::string& s) {
-  if (s.empty()) throw std::invalid_argument("empty value");
-  auto parse = [&](int mode) {
-    std::fesetround(mode);
-    char* end = nullptr;
-    const double v = std::strtod(s.c_str(), &end);
-    std::fesetround(FE_TONEAREST);
-    if (end == s.c_str() || *end != '\0' || std::isspace(static_cast<unsigned char>(s[0])))
-      throw std::invalid_argument(fmt::format("bad value '{}': not a number", s));
-    return v;
-  };
-  const double down = parse(FE_DOWNWARD), up = parse(FE_UPWARD);
-  if (std::isnan(down) || (down == up && std::signbit(down) == std::signbit(up)))
-    return {down, true};
-  return {std::signbit(down) ? up : down, false};  // the bracket's end nearer zero
-}
 
 // Encodes a parsed value: exact ones through encode(), the others as their neighbour toward
 // zero plus a sticky bit, through round_to_format.
@@ -64,15 +37,7 @@ std::uint32_t encode_value(const ParsedValue& v, const FormatSpec& f, const Roun
 }
 
 std::uint32_t parse_code(const FormatSpec& f, const std::string& s) {
-  std::size_t pos = 0;
-  unsigned long long c = 0;
-  try {
-    c = std::stoull(s, &pos, 0);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  if (pos == 0 || pos != s.size() || s[0] == '-')
-    throw std::invalid_argument(fmt::format("bad code '{}': not a non-negative integer", s));
+  const std::uint64_t c = parse_unsigned(s, "code", ~std::uint64_t{0});
   if (!is_valid_code(f, c))
     throw std::invalid_argument(
         fmt::format("bad code '{}': format '{}' has {} bits", s, f.name, total_bits(f)));
@@ -98,9 +63,10 @@ void add_convert_commands(CLI::App& app) {
       ->required();
   enc->add_option("--rounding,-r", args->rounding, "rne|rz|ru|rd|rna|sr")->capture_default_str();
   enc->add_option("--overflow", args->overflow, "saturate|nonsat")->capture_default_str();
-  enc->add_option("--seed", args->seed, "Seed for stochastic rounding")->capture_default_str();
-  enc->add_option("--sr-bits", args->sr_bits, "Random bits per stochastic rounding (1..64)")
-      ->capture_default_str();
+  add_integer_option(enc, "--seed", args->seed, "Seed for stochastic rounding", 0,
+                     ~std::uint64_t{0});
+  add_integer_option(enc, "--sr-bits", args->sr_bits,
+                     "Random bits per stochastic rounding (1..64)", 0, 1u << 30);
   enc->add_option("values", args->items, "Values: decimals, hex floats, inf, -inf, nan")
       ->required();
   enc->callback([args] {
@@ -118,7 +84,7 @@ void add_convert_commands(CLI::App& app) {
 
   auto* dec = app.add_subcommand("decode", "Print the exact value of each code");
   dec->add_option("--format,-f", args->format, "Format of the codes")->required();
-  dec->add_option("codes", args->items, "Codes: 0x3f, 63, ...")->required();
+  dec->add_option("codes", args->items, "Codes, decimal or 0x hex (no octal): 0x3f, 63, ...")->required();
   dec->callback([args] {
     const FormatSpec f = format_by_name(args->format);
     std::string out;

@@ -8,6 +8,7 @@
 
 #include "accumulator.hpp"
 #include "commands.hpp"
+#include "cli/options.hpp"
 #include "gemm.hpp"
 #include "gemm_inputs.hpp"
 #include "npy.hpp"
@@ -63,20 +64,18 @@ void add_gemm_commands(CLI::App& app) {
   cmd->add_option("--b-format", g->b_format, "Format of B's codes")->capture_default_str();
   cmd->add_option("--model", g->model, "Accumulator model (see `fp8sim models`)")
       ->capture_default_str();
-  cmd->add_option("--promote-every", g->promote_every,
-                  "K elements per chunk promoted to FP32 (0 = never)")
-      ->capture_default_str();
+  add_integer_option(cmd, "--promote-every", g->promote_every,
+                     "K elements per chunk promoted to FP32 (0 = never)", 0, limits::kMaxDim);
   cmd->add_option("--a-scales", g->a_scales, "SA.npy: float32 scales (MX: uint8 E8M0 codes)");
   cmd->add_option("--b-scales", g->b_scales, "SB.npy: float32 scales (MX: uint8 E8M0 codes)");
   cmd->add_option("--scaling", g->scaling, "none|tensor|row|block|mx (default: tensor when "
                                            "scales are given, else none)");
-  cmd->add_option("--block", g->block, "Block size g for --scaling block (A 1 x g, B g x g)")
-      ->capture_default_str();
+  add_integer_option(cmd, "--block", g->block,
+                     "Block size g for --scaling block (A 1 x g, B g x g)", 1, limits::kMaxDim);
   cmd->add_option("--scale-order", g->scale_order, "deepgemm|cublaslt")->capture_default_str();
   cmd->add_option("--out-type", g->out_type, "f32|bf16|f16")->capture_default_str();
   cmd->add_option("--out", g->out, "Output D.npy (float32 (M, N))")->capture_default_str();
-  cmd->add_option("--threads", g->threads, "Threads (0 = all); results never depend on it")
-      ->capture_default_str();
+  add_threads_option(cmd, g->threads);
   cmd->add_option("--device", g->device, "cpu|cuda: where the engine runs (same bits)")
       ->capture_default_str();
   cmd->callback([g] { run_gemm(*g); });

@@ -3,12 +3,13 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
 
 #include "commands.hpp"
+#include "cli/options.hpp"
+#include "output_file.hpp"
 #include "replay.hpp"
 
 namespace fp8sim::cli {
@@ -27,7 +28,6 @@ void run_replay(const ReplayArgs& g) {
   o.promote_every = g.promote_every;
   o.case_name = g.case_name;
   o.threads = g.threads;
-  if (g.promote_every < -1) throw std::invalid_argument("--promote-every must be >= 0");
   const ReplayReport r = replay(g.captures, o);
   std::string provenance;
   for (const auto& [key, value] : {std::pair<const char*, const std::string&>{"device", r.device},
@@ -44,11 +44,7 @@ void run_replay(const ReplayArgs& g) {
              r.cases.size() - bad, r.cases.size(),
              g.model.empty() ? "" : fmt::format(" {}", g.model),
              g.promote_every < 0 ? "" : fmt::format(", promote every {}", g.promote_every));
-  if (!g.json.empty()) {
-    std::ofstream out(g.json);
-    out << replay_json(r);
-    if (!out) throw std::runtime_error(fmt::format("{}: cannot write the report", g.json));
-  }
+  if (!g.json.empty()) write_file(g.json, replay_json(r));
   std::fflush(stdout);
   if (bad != 0) std::exit(1);
 }
@@ -63,12 +59,13 @@ void add_replay_command(CLI::App& app) {
   cmd->add_option("--captures", g->captures, "Capture folder holding manifest.json")->required();
   cmd->add_option("--model", g->model,
                   "Accumulator model for every case (default: each case's own \"model\")");
-  cmd->add_option("--promote-every", g->promote_every,
-                  "K elements per chunk promoted to FP32 for every case (default: the case's)");
+  add_integer_option(cmd, "--promote-every", g->promote_every,
+                     "K elements per chunk promoted to FP32 for every case (default: the case's)",
+                     0, limits::kMaxDim)
+      ->default_str("");
   cmd->add_option("--case", g->case_name, "Replay only the case with this name");
   cmd->add_option("--json", g->json, "Write a JSON report here");
-  cmd->add_option("--threads", g->threads, "Threads (0 = all); results never depend on it")
-      ->capture_default_str();
+  add_threads_option(cmd, g->threads);
   cmd->callback([g] { run_replay(*g); });
 }
 

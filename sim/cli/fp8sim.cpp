@@ -2,9 +2,11 @@
 #include <fmt/format.h>
 
 #include <exception>
+#include <new>
 #include <stdexcept>
 #include <string>
 
+#include "cli/options.hpp"
 #include "commands.hpp"
 
 int main(int argc, char** argv) {
@@ -24,13 +26,11 @@ int main(int argc, char** argv) {
       }
       if (!found) throw std::invalid_argument(fmt::format("unknown command '{}' (known: {})", argv[1], known));
     }
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "fp8sim: error: {}\n", e.what());
+    // Flags and values (CLI11), then the command's callback, which throws on bad input.
+    if (const int code = fp8sim::cli::parse_command_line(app, argc, argv, "fp8sim"); code >= 0)
+      return code;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "fp8sim: error: out of memory: the problem does not fit in this machine\n");
     return 2;
   } catch (const std::exception& e) {
     fmt::print(stderr, "fp8sim: error: {}\n", e.what());

@@ -1,0 +1,308 @@
+// capture: manifest + .npy capture folders, read with their checks and written atomically.
+#include "capture.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "input_file.hpp"
+#include "limits.hpp"
+#include "npy.hpp"
+#include "output_file.hpp"
+
+namespace fp8sim {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+// Where an error happened: "<dir>/manifest.json: case 'x'".
+struct Where {
+  std::string manifest, name;
+  std::string str() const {
+    return name.empty() ? manifest : fmt::format("{}: case '{}'", manifest, limits::quoted(name));
+  }
+  [[noreturn]] void fail(const std::string& problem) const {
+    throw std::runtime_error(fmt::format("{}: {}", str(), problem));
+  }
+};
+
+// A JSON value in an error message: scalars as written (cut to kMaxQuotedValue), lists and
+// objects by their size, never dumped whole.
+std::string show(const json& v) {
+  if (v.is_array()) return fmt::format("a list of {} items", v.size());
+  if (v.is_object()) return fmt::format("an object of {} keys", v.size());
+  if (v.is_string()) return limits::quoted(fmt::format("\"{}\"", v.get_ref<const std::string&>()));
+  return limits::quoted(v.dump());
+}
+
+const json* find(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+const json& need(const json& j, const char* key, const Where& w) {
+  const json* v = find(j, key);
+  if (v == nullptr) w.fail(fmt::format("missing key '{}'", key));
+  return *v;
+}
+
+std::string get_string(const json& v, const char* key, const Where& w) {
+  if (!v.is_string()) w.fail(fmt::format("key '{}' must be a string, got {}", key, show(v)));
+  const auto& s = v.get_ref<const std::string&>();
+  if (s.size() > limits::kMaxStringLength)
+    w.fail(fmt::format("key '{}' is a string of {} characters {}", key, s.size(),
+                       limits::named("kMaxStringLength", limits::kMaxStringLength)));
+  return s;
+}
+
+std::int64_t get_int(const json& v, const char* key, const Where& w, std::int64_t lo,
+                     std::int64_t hi, const char* limit_name = nullptr) {
+  if (!v.is_number_integer())
+    w.fail(fmt::format("key '{}' must be an integer, got {}", key, show(v)));
+  // An unsigned value above INT64_MAX (up to 2^64 - 1) is out of range, not wrapped.
+  const bool in_range = v.is_number_unsigned()
+                            ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(hi) &&
+                                  static_cast<std::int64_t>(v.get<std::uint64_t>()) >= lo
+                            : v.get<std::int64_t>() >= lo && v.get<std::int64_t>() <= hi;
+  if (!in_range)
+    w.fail(fmt::format("key '{}' = {} is not in {}..{}{}{}", key, show(v), lo, hi,
+                       limit_name ? " " : "", limit_name ? limits::named(limit_name, hi) : ""));
+  return v.get<std::int64_t>();
+}
+
+std::string opt_string(const json& j, const char* key, const Where& w, std::string fallback) {
+  const json* v = find(j, key);
+  return v == nullptr ? fallback : get_string(*v, key, w);
+}
+
+FormatSpec output_type(const std::string& name, const Where& w) {
+  if (name == "f32" || name == "fp32") return format_by_name("fp32");
+  if (name == "bf16") return format_by_name("bf16");
+  if (name == "f16" || name == "fp16") return format_by_name("fp16");
+  w.fail(fmt::format("unknown out_type '{}' (f32, bf16, f16)", limits::quoted(name)));
+}
+
+std::string output_type_name(const FormatSpec& f) {
+  return f.name == "fp32" ? "f32" : f.name == "fp16" ? "f16" : f.name;
+}
+
+// The manifest as JSON: a regular file of bounded size, nested at most kMaxJsonDepth deep
+// (checked while parsing, so a deep file is refused before it is built).
+json parse_manifest(const Where& top) {
+  const std::string text =
+      InputFile(top.manifest, limits::kMaxManifestBytes, "kMaxManifestBytes").read_rest();
+  struct TooDeep {};
+  try {
+    return json::parse(text, [](int depth, json::parse_event_t, json&) {
+      if (depth > limits::kMaxJsonDepth) throw TooDeep{};
+      return true;
+    });
+  } catch (const TooDeep&) {
+    top.fail(fmt::format("JSON nested more than {} deep {}", limits::kMaxJsonDepth,
+                         limits::named("kMaxJsonDepth", limits::kMaxJsonDepth)));
+  } catch (const json::exception& e) {
+    // nlohmann's message quotes the last bytes read: at most a few hundred characters.
+    top.fail(fmt::format("not valid JSON: {}", limits::quoted(e.what(), 4 * limits::kMaxQuotedValue)));
+  }
+}
+
+CaptureCase read_case(const std::string& dir, const json& j, Where w) {
+  CaptureCase cs;
+  if (!j.is_object()) w.fail("a case must be a JSON object");
+  cs.name = get_string(need(j, "name", w), "name", w);
+  w.name = cs.name;
+  cs.kernel = opt_string(j, "kernel", w, "");
+  cs.suite = opt_string(j, "suite", w, "");
+  cs.seed = opt_string(j, "seed", w, "");
+
+  // 1. The spec: formats, model name, promotion, scaling, output type.
+  auto spec_call = [&](auto&& f) {
+    try {
+      return f();
+    } catch (const std::invalid_argument& e) {
+      w.fail(e.what());
+    }
+  };
+  GemmSpec& s = cs.spec;
+  s.a_format = spec_call([&] { return format_by_name(get_string(need(j, "a_format", w), "a_format", w)); });
+  s.b_format = spec_call([&] { return format_by_name(get_string(need(j, "b_format", w), "b_format", w)); });
+  cs.model = opt_string(j, "model", w, "");
+  s.promote_every = find(j, "promote_every")
+                        ? int(get_int(j["promote_every"], "promote_every", w, 0, limits::kMaxDim, "kMaxDim"))
+                        : 0;
+  s.scaling = spec_call([&] { return parse_scaling(opt_string(j, "scaling", w, "none")); });
+  s.block = find(j, "block") ? int(get_int(j["block"], "block", w, 1, limits::kMaxDim, "kMaxDim")) : 128;
+  s.order = spec_call([&] { return parse_scale_order(opt_string(j, "scale_order", w, "deepgemm")); });
+  s.out_type = output_type(opt_string(j, "out_type", w, "f32"), w);
+  cs.M = int(get_int(need(j, "M", w), "M", w, 1, limits::kMaxDim, "kMaxDim"));
+  cs.N = int(get_int(need(j, "N", w), "N", w, 1, limits::kMaxDim, "kMaxDim"));
+  cs.K = int(get_int(need(j, "K", w), "K", w, 1, limits::kMaxDim, "kMaxDim"));
+  const std::size_t M = cs.M, N = cs.N, K = cs.K;
+  if (M * N > std::uint64_t(limits::kMaxOutputElements))
+    w.fail(fmt::format("M x N = {} x {} is too large {}", M, N,
+                       limits::named("kMaxOutputElements", limits::kMaxOutputElements)));
+
+  // 2. The files, each checked for dtype and shape.
+  auto path = [&](const char* key) { return dir + "/" + get_string(need(j, key, w), key, w); };
+  auto read = [&](const std::string& p, const char* descr, std::vector<std::size_t> shape) {
+    try {
+      return read_npy_checked(p, descr, shape);
+    } catch (const std::runtime_error& e) {
+      w.fail(e.what());
+    }
+  };
+  auto finite = [&](const std::vector<float>& v, const char* key) {
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (!std::isfinite(v[i]))
+        w.fail(fmt::format("{}: scale at index {} is {} (scales must be finite)", path(key), i,
+                           v[i]));
+    return v;
+  };
+  cs.a = read(path("a"), "|u1", {M, K}).as<std::uint8_t>();
+  cs.b = read(path("b"), "|u1", {N, K}).as<std::uint8_t>();
+  cs.d = read(path("d"), "<f4", {M, N}).as<float>();
+  if (find(j, "c")) cs.c = read(path("c"), "<f4", {M, N}).as<float>();
+  if (s.scaling != Scaling::none) {
+    const ScaleShapes sh = spec_call([&] { return scale_shapes(s, cs.M, cs.N, cs.K); });
+    cs.sa = finite(read(path("sa"), "<f4", {sh.a_rows, sh.a_cols}).as<float>(), "sa");
+    cs.sb = finite(read(path("sb"), "<f4", {sh.b_rows, sh.b_cols}).as<float>(), "sb");
+  }
+  const json* pk = find(j, "prefix_k");
+  if (pk != nullptr) {
+    if (!pk->is_array()) w.fail(fmt::format("key 'prefix_k' must be a list of integers, got {}", show(*pk)));
+    if (pk->size() > limits::kMaxPrefixes)
+      w.fail(fmt::format("prefix_k has {} entries {}", pk->size(),
+                         limits::named("kMaxPrefixes", limits::kMaxPrefixes)));
+    int last = 0;
+    for (const json& k : *pk) {
+      const int kp = int(get_int(k, "prefix_k", w, 1, cs.K));
+      if (kp <= last) w.fail(fmt::format("prefix_k must increase ({} after {})", kp, last));
+      cs.prefix_k.push_back(last = kp);
+    }
+    if (!cs.prefix_k.empty())
+      cs.d_prefix = read(path("d_prefix"), "<f4", {cs.prefix_k.size(), M, N}).as<float>();
+  } else if (find(j, "d_prefix")) {
+    w.fail("d_prefix given without prefix_k");
+  }
+  return cs;
+}
+
+}  // namespace
+
+Capture read_capture(const std::string& dir_arg, const std::string& only_case) {
+  Capture cap;
+  cap.dir = dir_arg;
+  while (cap.dir.size() > 1 && cap.dir.back() == '/') cap.dir.pop_back();
+  const Where top{cap.dir + "/manifest.json", ""};
+  const json j = parse_manifest(top);
+  if (!j.is_object()) top.fail("not a JSON object");
+  const json* version = find(j, "fp8sim_capture");
+  if (version == nullptr || !version->is_number_integer() || version->get<std::int64_t>() != 1 ||
+      (version->is_number_unsigned() && version->get<std::uint64_t>() != 1))
+    top.fail(fmt::format("missing \"fp8sim_capture\": 1 (not an fp8sim capture, or a newer "
+                         "version{})",
+                         version ? ": got " + show(*version) : ""));
+  CaptureProvenance& p = cap.provenance;
+  p.device = opt_string(j, "device", top, "");
+  p.driver = opt_string(j, "driver", top, "");
+  p.cuda = opt_string(j, "cuda", top, "");
+  p.date = opt_string(j, "date", top, "");
+  p.git_revision = opt_string(j, "git_revision", top, "");
+  p.generator = opt_string(j, "generator", top, "");
+  p.self_test = opt_string(j, "self_test", top, "");
+  if (const json* seed = find(j, "seed"); seed != nullptr && seed->is_number_unsigned())
+    p.seed = seed->get<std::uint64_t>();
+  const json& cases = need(j, "cases", top);
+  if (!cases.is_array()) top.fail(fmt::format("key 'cases' must be a list, got {}", show(cases)));
+  if (cases.size() > limits::kMaxCases)
+    top.fail(fmt::format("{} cases {}", cases.size(), limits::named("kMaxCases", limits::kMaxCases)));
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const json& c = cases[i];
+    if (!only_case.empty() && !(c.is_object() && c.contains("name") && c["name"] == only_case))
+      continue;
+    cap.cases.push_back(read_case(cap.dir, c, Where{top.manifest, fmt::format("#{}", i)}));
+  }
+  if (!only_case.empty() && cap.cases.empty())
+    top.fail(fmt::format("no case named '{}'", limits::quoted(only_case)));
+  if (cap.cases.empty()) top.fail("no cases");
+  return cap;
+}
+
+std::string case_where(const Capture& c, const CaptureCase& cs) {
+  return Where{c.dir + "/manifest.json", cs.name}.str();
+}
+
+void write_capture(const std::string& dir, const Capture& cap) {
+  std::filesystem::create_directories(dir);
+  ordered_json cases = ordered_json::array();
+  for (const CaptureCase& c : cap.cases) {
+    const std::size_t M = c.M, N = c.N;
+    auto save_f32 = [&](const char* suffix, const std::vector<float>& v,
+                        std::vector<std::size_t> shape) -> ordered_json {
+      if (v.empty()) return nullptr;
+      const std::string file = c.name + suffix;
+      write_npy(dir + "/" + file, "<f4", shape, v.data(), v.size() * sizeof(float));
+      return file;
+    };
+    const std::string a = c.name + "_a.npy", b = c.name + "_b.npy";
+    write_npy(dir + "/" + a, "|u1", {M, std::size_t(c.K)}, c.a.data(), c.a.size());
+    write_npy(dir + "/" + b, "|u1", {N, std::size_t(c.K)}, c.b.data(), c.b.size());
+    const ordered_json d = save_f32("_d.npy", c.d, {M, N});
+    ordered_json jc{{"name", c.name}, {"kernel", c.kernel}, {"suite", c.suite},
+                    {"a_format", c.spec.a_format.name}, {"b_format", c.spec.b_format.name},
+                    {"model", c.model.empty() ? ordered_json(nullptr) : ordered_json(c.model)},
+                    {"promote_every", c.spec.promote_every},
+                    {"scaling", to_string(c.spec.scaling)}, {"block", c.spec.block},
+                    {"scale_order", to_string(c.spec.order)},
+                    {"out_type", output_type_name(c.spec.out_type)},
+                    {"M", c.M}, {"N", c.N}, {"K", c.K}, {"a", a}, {"b", b}};
+    jc["c"] = save_f32("_c.npy", c.c, {M, N});
+    std::vector<std::size_t> sa_shape{0, 0}, sb_shape{0, 0};
+    if (c.spec.scaling != Scaling::none) {
+      const ScaleShapes sh = scale_shapes(c.spec, c.M, c.N, c.K);
+      sa_shape = {sh.a_rows, sh.a_cols};
+      sb_shape = {sh.b_rows, sh.b_cols};
+    }
+    jc["sa"] = save_f32("_sa.npy", c.sa, sa_shape);
+    jc["sb"] = save_f32("_sb.npy", c.sb, sb_shape);
+    jc["d"] = d;
+    jc["prefix_k"] = c.prefix_k.empty() ? ordered_json(nullptr) : ordered_json(c.prefix_k);
+    jc["d_prefix"] = save_f32("_dprefix.npy", c.d_prefix, {c.prefix_k.size(), M, N});
+    if (!c.seed.empty()) jc["seed"] = c.seed;
+    cases.push_back(std::move(jc));
+  }
+  const CaptureProvenance& p = cap.provenance;
+  ordered_json m{{"fp8sim_capture", 1}, {"device", p.device}, {"driver", p.driver},
+                 {"cuda", p.cuda}, {"date", p.date}, {"git_revision", p.git_revision},
+                 {"generator", p.generator}, {"seed", p.seed}, {"cases", std::move(cases)}};
+  if (!p.self_test.empty()) m["self_test"] = p.self_test;
+  write_file(dir + "/manifest.json", m.dump(2) + "\n");
+}
+
+KSlice slice_k(const GemmSpec& s, int M, int N, int K, std::span<const std::uint8_t> a,
+               std::span<const std::uint8_t> b, std::span<const float> sa,
+               std::span<const float> sb, int k) {
+  auto first_columns = [](auto src, std::size_t rows, std::size_t cols, std::size_t keep) {
+    std::vector<typename decltype(src)::value_type> out(rows * keep);
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t c = 0; c < keep; ++c) out[r * keep + c] = src[r * cols + c];
+    return out;
+  };
+  KSlice out;
+  out.a = first_columns(a, M, K, k);
+  out.b = first_columns(b, N, K, k);
+  out.sa.assign(sa.begin(), sa.end());
+  out.sb.assign(sb.begin(), sb.end());
+  if (s.scaling == Scaling::block || s.scaling == Scaling::mx) {
+    const ScaleShapes full = scale_shapes(s, M, N, K), part = scale_shapes(s, M, N, k);
+    out.sa = first_columns(sa, full.a_rows, full.a_cols, part.a_cols);
+    out.sb = first_columns(sb, full.b_rows, full.b_cols, part.b_cols);
+  }
+  return out;
+}
+
+}  // namespace fp8sim

@@ -1,0 +1,67 @@
+// options: integer command-line options read strictly (parse_number.hpp), for every front-end.
+//
+// CLI11 alone accepts "" as 0, -1 for a count and clamps 20-digit seeds; an option added
+// here takes a decimal or 0x hex integer in lo..hi and nothing else, and reports anything
+// else as a CLI11 parse error naming the option (exit 2).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "limits.hpp"
+#include "parse_number.hpp"
+
+namespace fp8sim::cli {
+
+template <class T>
+CLI::Option* add_integer_option(CLI::App* app, const std::string& name, T& target,
+                                const std::string& description, std::uint64_t lo,
+                                std::uint64_t hi) {
+  const std::string flag = name.substr(0, name.find(','));
+  auto* opt = app->add_option_function<std::string>(
+      name,
+      [&target, flag, lo, hi](const std::string& text) {
+        try {
+          const std::uint64_t v = parse_unsigned(text, "value", hi);
+          if (v < lo)
+            throw std::invalid_argument(fmt::format("bad value '{}': must be >= {}", text, lo));
+          target = static_cast<T>(v);
+        } catch (const std::invalid_argument& e) {
+          throw CLI::ValidationError(flag, e.what());
+        }
+      },
+      description);
+  opt->type_name("INT")->default_str(std::to_string(target));
+  return opt;
+}
+
+// --threads: 0 (every hardware thread) up to limits::kMaxThreads.
+template <class T>
+CLI::Option* add_threads_option(CLI::App* app, T& target) {
+  return add_integer_option(app, "--threads", target,
+                            fmt::format("Threads (0 = all, at most {}); results never depend on it",
+                                        limits::kMaxThreads),
+                            0, limits::kMaxThreads);
+}
+
+// Parses the command line: -1 when the program goes on, else the exit code (0 after --help,
+// 2 after "<program>: error: <problem>" for bad flags or values).
+inline int parse_command_line(CLI::App& app, int argc, char** argv, const std::string& program) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "{}: error: {}\n", program, e.what());
+    return 2;
+  }
+  return -1;
+}
+
+}  // namespace fp8sim::cli
