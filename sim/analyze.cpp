@@ -220,8 +220,8 @@ AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const Input
   parallel_for(R.size(), spec.threads, [&](std::size_t b, std::size_t end) {
     for (std::size_t i = b; i < end; ++i) {
       const std::size_t m = i / N, n = i % N;
-      R[i] = exact_dot_fast(std::span<const double>(A.values.data() + m * K, K),
-                            std::span<const double>(B.values.data() + n * K, K)).nearest_double;
+      R[i] = exact_dot_nearest_double(std::span<const double>(A.values.data() + m * K, K),
+                                      std::span<const double>(B.values.data() + n * K, K));
     }
   });
   const Energies signal = energies(M, N, spec.threads, [&](std::size_t i) { return R[i]; });

@@ -4,7 +4,7 @@
 // correlation of the row pairs that were multiplied.
 //
 // Definitions (R = the exact product of the unquantised inputs, each output rounded once to
-// the nearest double by exact_dot_fast; D = the recipe's result):
+// the nearest double by exact_dot_nearest_double (exact.hpp); D = the recipe's result):
 //   sqnr_db      = 10 log10(sum R^2 / sum (D - R)^2) over all M x N outputs; +inf when
 //                  D == R everywhere, -inf when R == 0 everywhere and D != R somewhere.
 //   row / column = the same ratio over one row (n = 0..N-1) or one column of the output.

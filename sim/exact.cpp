@@ -270,4 +270,49 @@ ExactDot exact_dot_fast(std::span<const double> a, std::span<const double> b) {
   return out;
 }
 
+double exact_dot_nearest_double(std::span<const double> a, std::span<const double> b) {
+  if (a.size() != b.size()) return exact_dot_fast(a, b).nearest_double;  // throws
+  // 1. Dot2 in four lanes: products split exactly (TwoProduct by fma), their high parts summed
+  //    with TwoSum into s, every low part and TwoSum error added into c; abs sums sum |p|.
+  constexpr int kLanes = 4;
+  double s[kLanes] = {}, c[kLanes] = {}, abs_sum[kLanes] = {};
+  bool in_range = true;
+  const std::size_t n = a.size();
+  for (std::size_t i = 0; i < n; i += kLanes) {
+    for (int l = 0; l < kLanes && i + l < n; ++l) {
+      const double x = a[i + l], y = b[i + l];
+      const double p = x * y;
+      const double ap = std::fabs(p);
+      in_range &= (ap >= 0x1p-900 && ap <= 0x1p900) || (x == 0.0 || y == 0.0);
+      const double r = std::fma(x, y, -p);
+      const double t = s[l] + p, z = t - s[l];
+      c[l] += ((s[l] - (t - z)) + (p - z)) + r;
+      s[l] = t;
+      abs_sum[l] += ap;
+    }
+  }
+  if (!in_range || !std::isfinite(abs_sum[0] + abs_sum[1] + abs_sum[2] + abs_sum[3]))
+    return exact_dot_fast(a, b).nearest_double;
+  // 2. The lanes' highs summed with TwoSum too; (r, e) = the unrounded sum, exactly r + e.
+  double hi = 0, lo = 0, abs_total = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    const double t = hi + s[l], z = t - hi;
+    lo += ((hi - (t - z)) + (s[l] - z)) + c[l];
+    hi = t;
+    abs_total += abs_sum[l];
+  }
+  const double r = hi + lo, z = r - hi;
+  const double e = (hi - (r - z)) + (lo - z);
+  // 3. Accept r when exact = r + e + d, |d| <= bound, cannot reach half of r's smaller gap.
+  const double u = 0x1p-53, nu = double(n + 4) * u;
+  const double gamma = nu / (1 - nu);
+  const double bound = 4 * gamma * gamma * abs_total * (1 + gamma);
+  const double ar = std::fabs(r);
+  if (std::isfinite(r) && ar >= 0x1p-960) {
+    const double half_gap = (ar - std::nextafter(ar, 0.0)) / 2;
+    if (std::fabs(e) + bound < half_gap) return r;
+  }
+  return exact_dot_fast(a, b).nearest_double;
+}
+
 }  // namespace fp8sim
