@@ -92,6 +92,22 @@ TEST_CASE("exact_dot_nearest_double matches exact_dot_fast bit for bit", "[exact
         b[i] = b[i - 1] + std::ldexp(b[i - 1], -23) * double(random_u64(seed, 19, i) % 3);
       }
     }
+    if (mode == 0 && trial % 10 == 5) {
+      // Ill-conditioned (after Ogita, Rump & Oishi's GenDot): a first half with exponents
+      // spread over 2^+-50, a second half whose products cancel the running sum down to its
+      // last bits, so the compensated sum's error bound cannot decide and the fallback must.
+      double run = 0;
+      for (int i = 0; i < n; ++i) {
+        const double u = float(to_unit_double(random_u64(seed, 3000 + trial, i)) + 0.5);
+        const int e = i < n / 2 ? int(random_u64(seed, 21, i) % 100) - 50 : 50 - 100 * i / n;
+        a[i] = std::ldexp(u, e);
+        b[i] = i < n / 2 ? std::ldexp(float(to_unit_double(random_u64(seed, 23, i)) - 0.5), e)
+                         : double(float(-run / a[i]));
+        run = exact_dot_fast(std::span<const double>(a.data(), i + 1),
+                             std::span<const double>(b.data(), i + 1)).nearest_double;
+      }
+      ++fallbacks_needed;
+    }
     if (mode == 3 && n >= 2) {  // 1 + 2^-53 exactly: a tie, rounds to even (1)
       std::fill(a.begin(), a.end(), 0.0);
       a[0] = 1.0;
