@@ -214,7 +214,12 @@ AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const Input
     }
   }
 
-  // 1. The exact reference R and its energies.
+  // 1. The unquantised operands (fp32 values: checked here, before any work), the exact
+  //    reference R and its energies.
+  const FormatSpec fp32 = format_by_name("fp32");
+  const Operand a_exact = operand_from_values(fp32, M, K, A.values);
+  const Operand b_exact = operand_from_values(fp32, N, K, B.values);
+
   auto t0 = clock::now();
   std::vector<double> R(std::size_t(M) * N);
   parallel_for(R.size(), spec.threads, [&](std::size_t b, std::size_t end) {
@@ -271,9 +276,6 @@ AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const Input
   res.pearson = quantiles(res.pair_pearson);
 
   // 3. Each recipe: the full pipeline, then one stage made exact at a time.
-  const FormatSpec fp32 = format_by_name("fp32");
-  const Operand a_exact = operand_from_values(fp32, M, K, A.values);
-  const Operand b_exact = operand_from_values(fp32, N, K, B.values);
   for (const Recipe& r : spec.recipes) {
     t0 = clock::now();
     RecipeResult rr;

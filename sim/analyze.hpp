@@ -49,7 +49,8 @@
 
 namespace fp8sim {
 
-// A high-precision input matrix (row-major, finite values of its dtype held as doubles).
+// A high-precision input matrix (row-major; finite fp32 values held as doubles: f32, bf16 and
+// f16 values all are).
 struct InputMatrix {
   int rows = 0, cols = 0;
   std::string dtype;          // "f32", "bf16" or "f16": what the values were
@@ -119,7 +120,7 @@ int gemm_count(const Recipe& r, bool stages);
 using AnalyzeProgress = std::function<void(const std::string&)>;
 
 // Runs the analysis. A is M x K, B is N x K. Throws std::invalid_argument for mismatched
-// shapes, an empty recipe list or a recipe the engine rejects for this shape (naming it).
+// shapes, a value that is not an fp32 value, an empty recipe list or a recipe the engine rejects for this shape (naming it).
 AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const InputMatrix& B,
                       const AnalyzeProgress& progress = {});
 
