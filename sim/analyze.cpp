@@ -222,11 +222,17 @@ AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const Input
 
   auto t0 = clock::now();
   std::vector<double> R(std::size_t(M) * N);
-  parallel_for(R.size(), spec.threads, [&](std::size_t b, std::size_t end) {
-    for (std::size_t i = b; i < end; ++i) {
-      const std::size_t m = i / N, n = i % N;
-      R[i] = exact_dot_nearest_double(std::span<const double>(A.values.data() + m * K, K),
-                                      std::span<const double>(B.values.data() + n * K, K));
+  // In tiles of kTile x kTile outputs, so the tile's rows of A and B stay in cache.
+  constexpr std::size_t kTile = 16;
+  const std::size_t mt = (M + kTile - 1) / kTile, nt = (N + kTile - 1) / kTile;
+  parallel_for(mt * nt, spec.threads, [&](std::size_t b, std::size_t end) {
+    for (std::size_t t = b; t < end; ++t) {
+      const std::size_t m0 = t / nt * kTile, n0 = t % nt * kTile;
+      for (std::size_t m = m0; m < std::min<std::size_t>(m0 + kTile, M); ++m)
+        for (std::size_t n = n0; n < std::min<std::size_t>(n0 + kTile, N); ++n)
+          R[m * N + n] = exact_dot_nearest_double(
+              std::span<const double>(A.values.data() + m * K, K),
+              std::span<const double>(B.values.data() + n * K, K));
     }
   });
   const Energies signal = energies(M, N, spec.threads, [&](std::size_t i) { return R[i]; });

@@ -4,6 +4,7 @@
 #include <boost/multiprecision/cpp_int.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <stdexcept>
@@ -270,28 +271,64 @@ ExactDot exact_dot_fast(std::span<const double> a, std::span<const double> b) {
   return out;
 }
 
+namespace {
+
+// Step 1 of exact_dot_nearest_double over n products (n a multiple of kLanes): Dot2 in kLanes
+// interleaved lanes, written lane-wise so the compiler can keep each lane in a vector slot.
+constexpr int kLanes = 4;
+struct Dot2Lanes {
+  double s[kLanes] = {}, c[kLanes] = {}, abs_sum[kLanes] = {};
+  bool in_range = true;
+};
+// arch=haswell: AVX2 with FMA (std::fma is a library call without it).
+[[gnu::target_clones("arch=haswell", "default")]] Dot2Lanes dot2_lanes(const double* a,
+                                                                       const double* b,
+                                                                       std::size_t n) {
+  Dot2Lanes d;
+  double hi[kLanes] = {}, lo[kLanes] = {0x1p1000, 0x1p1000, 0x1p1000, 0x1p1000};
+  for (std::size_t i = 0; i < n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const double x = a[i + l], y = b[i + l];
+      const double p = x * y;
+      const double ap = std::fabs(p);
+      hi[l] = std::max(hi[l], ap);                     // |p| > 2^900: out of range
+      lo[l] = std::min(lo[l], (x == 0.0) | (y == 0.0) ? 0x1p1000 : ap);  // < 2^-900: too
+      const double r = std::fma(x, y, -p);            // p + r = x y exactly (TwoProduct)
+      const double t = d.s[l] + p, z = t - d.s[l];    // t + e = s + p exactly (TwoSum)
+      d.c[l] += ((d.s[l] - (t - z)) + (p - z)) + r;
+      d.s[l] = t;
+      d.abs_sum[l] += ap;
+    }
+  }
+  for (int l = 0; l < kLanes; ++l) d.in_range &= hi[l] <= 0x1p900 && lo[l] >= 0x1p-900;
+  return d;
+}
+
+}  // namespace
+
 double exact_dot_nearest_double(std::span<const double> a, std::span<const double> b) {
   if (a.size() != b.size()) return exact_dot_fast(a, b).nearest_double;  // throws
   // 1. Dot2 in four lanes: products split exactly (TwoProduct by fma), their high parts summed
   //    with TwoSum into s, every low part and TwoSum error added into c; abs sums sum |p|.
-  constexpr int kLanes = 4;
-  double s[kLanes] = {}, c[kLanes] = {}, abs_sum[kLanes] = {};
-  bool in_range = true;
-  const std::size_t n = a.size();
-  for (std::size_t i = 0; i < n; i += kLanes) {
-    for (int l = 0; l < kLanes && i + l < n; ++l) {
-      const double x = a[i + l], y = b[i + l];
-      const double p = x * y;
-      const double ap = std::fabs(p);
-      in_range &= (ap >= 0x1p-900 && ap <= 0x1p900) || (x == 0.0 || y == 0.0);
-      const double r = std::fma(x, y, -p);
-      const double t = s[l] + p, z = t - s[l];
-      c[l] += ((s[l] - (t - z)) + (p - z)) + r;
-      s[l] = t;
-      abs_sum[l] += ap;
+  //    The last n mod 4 products go through the same lanes padded with zeros.
+  const std::size_t n = a.size(), body = n - n % kLanes;
+  Dot2Lanes d = dot2_lanes(a.data(), b.data(), body);
+  if (body < n) {
+    double ta[kLanes] = {}, tb[kLanes] = {};
+    std::copy(a.begin() + body, a.end(), ta);
+    std::copy(b.begin() + body, b.end(), tb);
+    const Dot2Lanes t = dot2_lanes(ta, tb, kLanes);
+    // Lane l continues with its tail product: TwoSum of the two lanes' highs.
+    for (int l = 0; l < kLanes; ++l) {
+      const double hi = d.s[l] + t.s[l], z = hi - d.s[l];
+      d.c[l] += ((d.s[l] - (hi - z)) + (t.s[l] - z)) + t.c[l];
+      d.s[l] = hi;
+      d.abs_sum[l] += t.abs_sum[l];
     }
+    d.in_range &= t.in_range;
   }
-  if (!in_range || !std::isfinite(abs_sum[0] + abs_sum[1] + abs_sum[2] + abs_sum[3]))
+  const double *s = d.s, *c = d.c, *abs_sum = d.abs_sum;
+  if (!d.in_range || !std::isfinite(abs_sum[0] + abs_sum[1] + abs_sum[2] + abs_sum[3]))
     return exact_dot_fast(a, b).nearest_double;
   // 2. The lanes' highs summed with TwoSum too; (r, e) = the unrounded sum, exactly r + e.
   double hi = 0, lo = 0, abs_total = 0;
@@ -304,7 +341,7 @@ double exact_dot_nearest_double(std::span<const double> a, std::span<const doubl
   const double r = hi + lo, z = r - hi;
   const double e = (hi - (r - z)) + (lo - z);
   // 3. Accept r when exact = r + e + d, |d| <= bound, cannot reach half of r's smaller gap.
-  const double u = 0x1p-53, nu = double(n + 4) * u;
+  const double u = 0x1p-53, nu = double(n + 8) * u;
   const double gamma = nu / (1 - nu);
   const double bound = 4 * gamma * gamma * abs_total * (1 + gamma);
   const double ar = std::fabs(r);
