@@ -202,17 +202,23 @@ AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const Input
   res.M = M;
   res.N = N;
   res.K = K;
-  // 0. Every recipe valid for this shape before any work.
+  // 0. Every recipe valid for this shape before any work (or skipped, with why).
+  std::vector<Recipe> recipes;
   for (const Recipe& r : spec.recipes) {
     try {
       validate(engine_spec(r, spec), M, N, K);
       if (r.scaling.nc > 0 && K % r.scaling.nc != 0)
         throw std::invalid_argument(fmt::format("K = {} is not a multiple of the scale block {}", K,
                                                 r.scaling.nc));
+      recipes.push_back(r);
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(fmt::format("recipe {}: {}", r.name, e.what()));
+      const std::string why = fmt::format("recipe {}: {}", r.name, e.what());
+      if (!spec.skip_invalid) throw std::invalid_argument(why);
+      res.skipped.push_back(why);
     }
   }
+  if (recipes.empty())
+    throw std::invalid_argument(fmt::format("no recipe can run on this shape ({})", res.skipped[0]));
 
   // 1. The unquantised operands (fp32 values: checked here, before any work), the exact
   //    reference R and its energies.
@@ -282,7 +288,7 @@ AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const Input
   res.pearson = quantiles(res.pair_pearson);
 
   // 3. Each recipe: the full pipeline, then one stage made exact at a time.
-  for (const Recipe& r : spec.recipes) {
+  for (const Recipe& r : recipes) {
     t0 = clock::now();
     RecipeResult rr;
     rr.recipe = r;

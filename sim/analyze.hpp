@@ -73,6 +73,8 @@ struct AnalyzeSpec {
   std::uint64_t seed = 1;     // draws the sampled pairs
   int threads = 0;            // 0: all hardware threads; results never depend on it
   Device device = Device::cpu;  // where the engine's GEMMs run (the reference runs on CPU)
+  bool skip_invalid = false;  // skip recipes the engine rejects for this shape (listed in
+                              // AnalyzeResult::skipped) instead of throwing
 };
 
 inline constexpr std::array<const char*, 5> kAnalyzeStages = {"quant_a", "quant_b", "scale_enc",
@@ -109,7 +111,8 @@ struct AnalyzeResult {
   std::vector<int> pair_m, pair_n;          // the sampled pairs
   std::vector<double> pair_cosine, pair_pearson, pair_ref;
   Quantiles cosine, pearson;                // over the sampled pairs
-  std::vector<RecipeResult> recipes;
+  std::vector<RecipeResult> recipes;          // the recipes run, in spec order
+  std::vector<std::string> skipped;           // "<recipe>: <why>" (skip_invalid)
   double reference_seconds = 0;
 };
 
@@ -120,7 +123,8 @@ int gemm_count(const Recipe& r, bool stages);
 using AnalyzeProgress = std::function<void(const std::string&)>;
 
 // Runs the analysis. A is M x K, B is N x K. Throws std::invalid_argument for mismatched
-// shapes, a value that is not an fp32 value, an empty recipe list or a recipe the engine rejects for this shape (naming it).
+// shapes, a value that is not an fp32 value, an empty recipe list, or a recipe the engine
+// rejects for this shape (naming it; unless skip_invalid, when none is left).
 AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const InputMatrix& B,
                       const AnalyzeProgress& progress = {});
 

@@ -354,4 +354,12 @@ TEST_CASE("fp8sim analyze writes its CSVs and manifest, and rejects bad input", 
   expect_error("analyze --a A.npy --b B.npy --recipes nvfp4", "not available yet");
   expect_error("analyze --a A.npy --b B.npy --scalings block48", "recipe e4m3/block48");
   expect_error("analyze --a missing.npy --b B.npy", "missing.npy");
+  expect_error("analyze --a A.npy --b B.npy --scalings block256 --skip-invalid", "no recipe can run");
+  const Run skip = run_cli("analyze --a A.npy --b B.npy --quiet --out skip --skip-invalid "
+                           "--scalings tensor,block64 --promote-every 0,128");
+  INFO(skip.err);
+  REQUIRE(skip.status == 0);
+  CHECK(skip.out.find("skipped recipe e4m3/block64/hopper-wgmma/p0: block scaling") != std::string::npos);
+  const std::string skip_csv = slurp(workdir() / "skip" / "analyze.csv");
+  CHECK(std::count(skip_csv.begin(), skip_csv.end(), '\n') == 1 + 2);
 }

@@ -37,6 +37,7 @@ struct AnalyzeArgs {
   std::string device = "cpu";
   std::string out = "out/analyze";
   bool quiet = false;
+  bool skip_invalid = false;
 };
 
 // Model names split on commas, except a custom:... model, which is one whole value (its keys
@@ -156,6 +157,7 @@ std::string command_line(const CLI::App& cmd) {
 void run_analyze(const AnalyzeArgs& g, const std::string& command) {
   AnalyzeSpec s;
   s.recipes = build_recipes(g);
+  s.skip_invalid = g.skip_invalid;
   s.stages = !g.no_stages;
   s.pairs = g.pairs;
   s.seed = g.seed;
@@ -195,6 +197,7 @@ void run_analyze(const AnalyzeArgs& g, const std::string& command) {
   j["reference_seconds"] = r.reference_seconds;
   j["runtime_s"] = runtime;
   for (const RecipeResult& x : r.recipes) j["recipes"].push_back(recipe_json(x));
+  j["skipped"] = r.skipped;
   j["files"] = files;
   j["definitions"] =
       "sqnr_db = 10 log10(sum R^2 / sum (D - R)^2) with R the exact product of the unquantised "
@@ -220,6 +223,7 @@ void run_analyze(const AnalyzeArgs& g, const std::string& command) {
       fmt::print(" {:>9}", s.stages ? fmt::format("{:.1f}%", 100 * st.share) : std::string("-"));
     fmt::print(" {:>5}\n", x.gemms);
   }
+  for (const std::string& why : r.skipped) fmt::print("skipped {}\n", why);
   fmt::print("pairs' Pearson correlation: q05 {:.3f}, median {:.3f}, q95 {:.3f}\n", r.pearson.q05,
              r.pearson.median, r.pearson.q95);
   for (const auto& f : files) fmt::print("  wrote {}\n", f);
@@ -260,6 +264,8 @@ void add_analyze_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--out", g->out, "Output folder (created)")->capture_default_str();
   cmd->add_flag("--quiet", g->quiet, "No progress lines on stderr");
+  cmd->add_flag("--skip-invalid", g->skip_invalid,
+                "Skip recipes the engine rejects for this shape (listed) instead of failing");
   cmd->callback([g, cmd] { run_analyze(*g, command_line(*cmd)); });
 
   auto* list = app.add_subcommand("recipes", "List the named recipes `fp8sim analyze` takes");
