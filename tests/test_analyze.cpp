@@ -183,6 +183,46 @@ TEST_CASE("analyze: quantisation stages against the quantiser's results dequanti
   CHECK(x.stages[1].share > 0.2);
 }
 
+TEST_CASE("analyze: scaled recipes against the chunked sum computed here", "[differential]") {
+  // The exact model with promotion: each chunk's exact sum of the quantiser's element values,
+  // rounded to fp32, then main = fmaf(sa * sb, chunk, main) with the chunk's scales (DeepGEMM
+  // order), read per row of A and per row of B from quantise_operand's results.
+  const int M = 5, N = 131, K = 256;
+  const InputMatrix A = random_matrix(M, K, 14, 2.0), B = random_matrix(N, K, 15, 0.05);
+  const std::vector<double> R = exact_products(A.values, B.values, M, N, K, false);
+  struct Case { const char* scaling; int promote; };
+  for (const Case c : {Case{"tensor", 0}, Case{"row", 64}, Case{"block128", 128}, Case{"mx", 32}}) {
+    AnalyzeSpec s;
+    s.recipes = {recipe("e4m3", c.scaling, "exact", c.promote)};
+    s.stages = false;
+    const AnalyzeResult r = analyze(s, A, B);
+    const ScalingSpec sc = scaling_by_name(c.scaling);
+    const FormatSpec e4m3 = format_by_name("e4m3");
+    const QuantisedOperand qa = quantise_operand(sc, OperandRole::a, e4m3, M, K, A.values, M);
+    const QuantisedOperand qb = quantise_operand(sc, OperandRole::b, e4m3, N, K, B.values, N);
+    const int chunk = c.promote == 0 ? K : c.promote;
+    std::vector<double> got(std::size_t(M) * N);
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < N; ++n) {
+        float main = 0;
+        for (int k0 = 0; k0 < K; k0 += chunk) {
+          std::vector<double> x, y;
+          for (int k = k0; k < k0 + chunk; ++k) {
+            x.push_back(qa.operand.value[m * K + k]);
+            y.push_back(qb.operand.value[n * K + k]);
+          }
+          const float part = float(exact_dot(x, y).to_double());  // no double rounding: < 2^53
+          const int col = qa.scale_cols == 1 ? 0 : k0 / sc.nc;
+          const float sa = qa.scales[m * qa.scale_cols + col], sb = qb.scales[n * qb.scale_cols + col];
+          main = std::fmaf(sa * sb, part, main);
+        }
+        got[std::size_t(m) * N + n] = main;
+      }
+    INFO(fmt::format("seed={} scaling={}", test_seed(), c.scaling));
+    CHECK(r.recipes[0].sqnr_db == Approx(sqnr_db_loops(R, got)).epsilon(1e-9));
+  }
+}
+
 TEST_CASE("analyze: scale encoding stage is the fp32-scale run", "[unit]") {
   // E8M0 scales on 128x128 blocks versus the same blocks with fp32 scales (a recipe run here).
   const int M = 8, N = 130, K = 256;
