@@ -194,6 +194,10 @@ AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const Input
   if (A.cols != B.cols)
     throw std::invalid_argument(fmt::format("A is {} x {} but B is {} x {}: K differs (B is N x K)",
                                             A.rows, A.cols, B.rows, B.cols));
+  for (const InputMatrix* x : {&A, &B})
+    if (x->rows < 1 || x->cols < 1 || x->values.size() != std::size_t(x->rows) * x->cols)
+      throw std::invalid_argument(fmt::format("input of {} values is not a non-empty {} x {} matrix",
+                                              x->values.size(), x->rows, x->cols));
   const int M = A.rows, N = B.rows, K = A.cols;
   if (std::size_t(M) * N > (std::size_t{1} << 31))
     throw std::invalid_argument(fmt::format("output {} x {} is too large", M, N));

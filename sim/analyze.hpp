@@ -30,8 +30,8 @@
 // GEMMs per recipe: 1 (full) + 1 (quant_a) + 1 (quant_b) + 1 (scale_enc, if not fp32) +
 // 1 (accum, if the model is not exact); gemm_count() says it. The exact reference R is one
 // exact GEMM shared by all recipes.
-// Correlation: for `pairs` (row m of A, row n of B) pairs drawn with rng.hpp from `seed`
-// (every pair when pairs >= M * N), the cosine a.b / (|a| |b|) and the Pearson correlation
+// Correlation: for `pairs` (row m of A, row n of B) pairs drawn uniformly, with replacement,
+// with rng.hpp from `seed` (every pair, in order, when pairs >= M * N), the cosine a.b / (|a| |b|) and the Pearson correlation
 // (cosine of the mean-centred rows), in double; pairs with a zero (centred) row are left out.
 // Results never depend on `threads` or `device`.
 #pragma once
