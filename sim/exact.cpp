@@ -335,25 +335,26 @@ Dot2Lanes dot2_lanes_scalar(const double* a, const double* b, std::size_t n) {
   return d;
 }
 
-Dot2Lanes dot2_lanes(const double* a, const double* b, std::size_t n) {
+Dot2Lanes dot2_lanes(const double* a, const double* b, std::size_t n, bool simd) {
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return avx2 ? dot2_lanes_avx2(a, b, n) : dot2_lanes_scalar(a, b, n);
+  return simd && avx2 ? dot2_lanes_avx2(a, b, n) : dot2_lanes_scalar(a, b, n);
 }
 
 }  // namespace
 
-double exact_dot_nearest_double(std::span<const double> a, std::span<const double> b) {
+double exact_dot_nearest_double(std::span<const double> a, std::span<const double> b,
+                                bool simd) {
   if (a.size() != b.size()) return exact_dot_fast(a, b).nearest_double;  // throws
   // 1. Dot2 in four lanes: products split exactly (TwoProduct by fma), their high parts summed
   //    with TwoSum into s, every low part and TwoSum error added into c; abs sums sum |p|.
   //    The last n mod 4 products go through the same lanes padded with zeros.
   const std::size_t n = a.size(), body = n - n % kLanes;
-  Dot2Lanes d = dot2_lanes(a.data(), b.data(), body);
+  Dot2Lanes d = dot2_lanes(a.data(), b.data(), body, simd);
   if (body < n) {
     double ta[kLanes] = {}, tb[kLanes] = {};
     std::copy(a.begin() + body, a.end(), ta);
     std::copy(b.begin() + body, b.end(), tb);
-    const Dot2Lanes t = dot2_lanes(ta, tb, kLanes);
+    const Dot2Lanes t = dot2_lanes(ta, tb, kLanes, simd);
     // Lane l continues with its tail product: TwoSum of the two lanes' highs.
     for (int l = 0; l < kLanes; ++l) {
       const double hi = d.s[l] + t.s[l], z = hi - d.s[l];

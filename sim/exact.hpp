@@ -65,7 +65,9 @@ ExactDot exact_dot_fast(std::span<const double> a, std::span<const double> b);
 // interleaved lanes) whose rounding to double is accepted only where its error bound
 // 4 gamma_{n+8}^2 sum |a_i b_i| proves it; otherwise, and for any product beyond
 // [2^-900, 2^900], exact_dot_fast decides (and throws as it does).
-// tests/test_exact.cpp checks it against exact_dot_fast, cancelling sums included.
-double exact_dot_nearest_double(std::span<const double> a, std::span<const double> b);
+// tests/test_exact.cpp checks it against exact_dot_fast, cancelling sums included, with the
+// AVX2 lanes (taken where the CPU has AVX2 and FMA) and with simd = false (portable lanes).
+double exact_dot_nearest_double(std::span<const double> a, std::span<const double> b,
+                                bool simd = true);
 
 }  // namespace fp8sim

@@ -118,8 +118,10 @@ TEST_CASE("exact_dot_nearest_double matches exact_dot_fast bit for bit", "[exact
     }
     const double want = exact_dot_fast(a, b).nearest_double;
     const double got = exact_dot_nearest_double(a, b);
+    const double portable = exact_dot_nearest_double(a, b, /*simd=*/false);
     INFO(fmt::format("trial={} mode={} n={}", trial, mode, n));
     REQUIRE(std::bit_cast<std::uint64_t>(got) == std::bit_cast<std::uint64_t>(want));
+    REQUIRE(std::bit_cast<std::uint64_t>(portable) == std::bit_cast<std::uint64_t>(want));
   }
   CHECK(fallbacks_needed > 0);
   CHECK(exact_dot_nearest_double(std::vector<double>{1.0, 0x1p-27}, std::vector<double>{1.0, 0x1p-26}) == 1.0);
