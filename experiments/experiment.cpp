@@ -4,11 +4,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <ctime>
 #include <filesystem>
 #include <sstream>
 #include <thread>
@@ -16,6 +14,7 @@
 #include "cli/options.hpp"
 #include "output_file.hpp"
 #include "parallel.hpp"
+#include "provenance.hpp"
 #include "revision.hpp"
 
 namespace fp8sim::experiments {
@@ -47,21 +46,9 @@ class ProgressBar {
   clock::time_point start_, last_;
 };
 
-std::string iso_time_utc() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
 nlohmann::json machine() {
-  utsname u{};
-  uname(&u);
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  return {{"hostname", host},
-          {"os", fmt::format("{} {} {}", u.sysname, u.release, u.machine)},
-          {"hardware_threads", std::thread::hardware_concurrency()}};
+  const MachineInfo m = this_machine();
+  return {{"hostname", m.hostname}, {"os", m.os}, {"hardware_threads", m.hardware_threads}};
 }
 
 nlohmann::json manifest(const Experiment& e, const SweepResult& r, const std::string& command,
@@ -78,7 +65,7 @@ nlohmann::json manifest(const Experiment& e, const SweepResult& r, const std::st
   j["device"] = to_string(s.device);
   j["tensor_rows"] = s.tensor_rows;
   j["git_revision"] = git_revision();
-  j["created_utc"] = iso_time_utc();
+  j["created_utc"] = utc_now_iso();
   j["runtime_s"] = runtime_s;
   j["machine"] = machine();
   auto& p = j["parameters"];

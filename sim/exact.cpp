@@ -3,7 +3,9 @@
 
 #include <boost/multiprecision/cpp_int.hpp>
 #include <fmt/format.h>
+#include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <stdexcept>
@@ -268,6 +270,123 @@ ExactDot exact_dot_fast(std::span<const double> a, std::span<const double> b) {
   out.nearest_float = static_cast<float>(
       decode(fp32, round_to_format(u, fp32, {Rounding::rne, Overflow::nonsat, 32})));
   return out;
+}
+
+namespace {
+
+// Step 1 of exact_dot_nearest_double over n products (n a multiple of kLanes): Dot2 in kLanes
+// interleaved lanes (element i in lane i mod kLanes); an AVX2 twin where the CPU has it.
+constexpr int kLanes = 4;
+struct Dot2Lanes {
+  double s[kLanes] = {}, c[kLanes] = {}, abs_sum[kLanes] = {};
+  bool in_range = true;
+};
+Dot2Lanes dot2_lanes_scalar(const double* a, const double* b, std::size_t n) {
+  Dot2Lanes d;
+  double hi[kLanes] = {}, lo[kLanes] = {0x1p1000, 0x1p1000, 0x1p1000, 0x1p1000};
+  for (std::size_t i = 0; i < n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const double x = a[i + l], y = b[i + l];
+      const double p = x * y;
+      const double ap = std::fabs(p);
+      hi[l] = std::max(hi[l], ap);                     // |p| > 2^900: out of range
+      lo[l] = std::min(lo[l], (x == 0.0) | (y == 0.0) ? 0x1p1000 : ap);  // < 2^-900: too
+      const double r = std::fma(x, y, -p);            // p + r = x y exactly (TwoProduct)
+      const double t = d.s[l] + p, z = t - d.s[l];    // t + e = s + p exactly (TwoSum)
+      d.c[l] += ((d.s[l] - (t - z)) + (p - z)) + r;
+      d.s[l] = t;
+      d.abs_sum[l] += ap;
+    }
+  }
+  for (int l = 0; l < kLanes; ++l) d.in_range &= hi[l] <= 0x1p900 && lo[l] >= 0x1p-900;
+  return d;
+}
+
+// The same operations, lane for lane, with the four lanes in one AVX2 register (so the
+// same bits as dot2_lanes_scalar).
+[[gnu::target("avx2,fma")]] Dot2Lanes dot2_lanes_avx2(const double* a, const double* b,
+                                                      std::size_t n) {
+  const __m256d sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd(),
+                big = _mm256_set1_pd(0x1p1000);
+  __m256d s = zero, c = zero, abs_sum = zero, hi = zero, lo = big;
+  for (std::size_t i = 0; i < n; i += kLanes) {
+    const __m256d x = _mm256_loadu_pd(a + i), y = _mm256_loadu_pd(b + i);
+    const __m256d p = _mm256_mul_pd(x, y);
+    const __m256d ap = _mm256_andnot_pd(sign, p);
+    hi = _mm256_max_pd(ap, hi);
+    const __m256d has_zero = _mm256_or_pd(_mm256_cmp_pd(x, zero, _CMP_EQ_OQ),
+                                          _mm256_cmp_pd(y, zero, _CMP_EQ_OQ));
+    lo = _mm256_min_pd(_mm256_blendv_pd(ap, big, has_zero), lo);
+    const __m256d r = _mm256_fmsub_pd(x, y, p);
+    const __m256d t = _mm256_add_pd(s, p), z = _mm256_sub_pd(t, s);
+    const __m256d e = _mm256_add_pd(_mm256_sub_pd(s, _mm256_sub_pd(t, z)), _mm256_sub_pd(p, z));
+    c = _mm256_add_pd(c, _mm256_add_pd(e, r));
+    s = t;
+    abs_sum = _mm256_add_pd(abs_sum, ap);
+  }
+  Dot2Lanes d;
+  _mm256_storeu_pd(d.s, s);
+  _mm256_storeu_pd(d.c, c);
+  _mm256_storeu_pd(d.abs_sum, abs_sum);
+  double h[kLanes], l[kLanes];
+  _mm256_storeu_pd(h, hi);
+  _mm256_storeu_pd(l, lo);
+  for (int k = 0; k < kLanes; ++k) d.in_range &= h[k] <= 0x1p900 && l[k] >= 0x1p-900;
+  return d;
+}
+
+Dot2Lanes dot2_lanes(const double* a, const double* b, std::size_t n, bool simd) {
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return simd && avx2 ? dot2_lanes_avx2(a, b, n) : dot2_lanes_scalar(a, b, n);
+}
+
+}  // namespace
+
+double exact_dot_nearest_double(std::span<const double> a, std::span<const double> b,
+                                bool simd) {
+  if (a.size() != b.size()) return exact_dot_fast(a, b).nearest_double;  // throws
+  // 1. Dot2 in four lanes: products split exactly (TwoProduct by fma), their high parts summed
+  //    with TwoSum into s, every low part and TwoSum error added into c; abs sums sum |p|.
+  //    The last n mod 4 products go through the same lanes padded with zeros.
+  const std::size_t n = a.size(), body = n - n % kLanes;
+  Dot2Lanes d = dot2_lanes(a.data(), b.data(), body, simd);
+  if (body < n) {
+    double ta[kLanes] = {}, tb[kLanes] = {};
+    std::copy(a.begin() + body, a.end(), ta);
+    std::copy(b.begin() + body, b.end(), tb);
+    const Dot2Lanes t = dot2_lanes(ta, tb, kLanes, simd);
+    // Lane l continues with its tail product: TwoSum of the two lanes' highs.
+    for (int l = 0; l < kLanes; ++l) {
+      const double hi = d.s[l] + t.s[l], z = hi - d.s[l];
+      d.c[l] += ((d.s[l] - (hi - z)) + (t.s[l] - z)) + t.c[l];
+      d.s[l] = hi;
+      d.abs_sum[l] += t.abs_sum[l];
+    }
+    d.in_range &= t.in_range;
+  }
+  const double *s = d.s, *c = d.c, *abs_sum = d.abs_sum;
+  if (!d.in_range || !std::isfinite(abs_sum[0] + abs_sum[1] + abs_sum[2] + abs_sum[3]))
+    return exact_dot_fast(a, b).nearest_double;
+  // 2. The lanes' highs summed with TwoSum too; (r, e) = the unrounded sum, exactly r + e.
+  double hi = 0, lo = 0, abs_total = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    const double t = hi + s[l], z = t - hi;
+    lo += ((hi - (t - z)) + (s[l] - z)) + c[l];
+    hi = t;
+    abs_total += abs_sum[l];
+  }
+  const double r = hi + lo, z = r - hi;
+  const double e = (hi - (r - z)) + (lo - z);
+  // 3. Accept r when exact = r + e + d, |d| <= bound, cannot reach half of r's smaller gap.
+  const double u = 0x1p-53, nu = double(n + 8) * u;
+  const double gamma = nu / (1 - nu);
+  const double bound = 4 * gamma * gamma * abs_total * (1 + gamma);
+  const double ar = std::fabs(r);
+  if (std::isfinite(r) && ar >= 0x1p-960) {
+    const double half_gap = (ar - std::nextafter(ar, 0.0)) / 2;
+    if (std::fabs(e) + bound < half_gap) return r;
+  }
+  return exact_dot_fast(a, b).nearest_double;
 }
 
 }  // namespace fp8sim

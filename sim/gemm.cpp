@@ -468,10 +468,6 @@ std::vector<char> special_rows(const Operand& op) {
   return rows;
 }
 
-float to_out_type(const FormatSpec& out, float v) {
-  if (out.mantissa_bits == 23) return v;
-  return static_cast<float>(quantize(v, out, {Rounding::rne, Overflow::nonsat, 32}));
-}
 
 // With a model that unpacks its operands (AccumulatorSpec::unpack), a copy of op with the
 // alignment exponents of the unpacked values; otherwise nothing (op is used as it is).
@@ -568,6 +564,11 @@ void run_engine(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
 }
 
 }  // namespace
+
+float to_out_type(const FormatSpec& out, float v) {
+  if (out.mantissa_bits == 23) return v;
+  return static_cast<float>(quantize(v, out, {Rounding::rne, Overflow::nonsat, 32}));
+}
 
 void gemm(const GemmSpec& s, const Operand& A, const Operand& B, std::span<const float> C,
           std::span<const float> sa, std::span<const float> sb, std::span<float> D) {

@@ -71,6 +71,10 @@ Operand decode_operand(const FormatSpec& f, int rows, int cols, std::span<const 
 // std::invalid_argument if one is not.
 Operand operand_from_values(const FormatSpec& f, int rows, int cols, std::span<const double> values);
 
+// The engine's last step: its fp32 result v rounded to the output type `out` (fp32: v itself;
+// bf16 / fp16: round to nearest even, overflow to Inf).
+float to_out_type(const FormatSpec& out, float v);
+
 // D = A * B^T on decoded operands (A: M x K, B: N x K); see gemm() below for the semantics.
 void gemm(const GemmSpec& s, const Operand& A, const Operand& B, std::span<const float> C,
           std::span<const float> sa, std::span<const float> sb, std::span<float> D);

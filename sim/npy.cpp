@@ -21,6 +21,7 @@ namespace {
 std::size_t descr_size(const std::string& d) {
   if (d == "|u1" || d == "|i1" || d == "<u1" || d == "<i1") return 1;
   if (d == "<u2" || d == "<i2" || d == "<f2") return 2;
+  if (d == "<V2" || d == "|V2") return 2;  // np.save of an ml_dtypes.bfloat16 array
   if (d == "<u4" || d == "<i4" || d == "<f4") return 4;
   if (d == "<u8" || d == "<i8" || d == "<f8") return 8;
   return 0;

@@ -65,6 +65,16 @@ ScalingSpec scaling_by_name(std::string_view text) {
   return s;
 }
 
+std::string_view encoding_name(const ScalingSpec& s) {
+  if (s.granularity == ScaleGranularity::none) return "none";
+  switch (s.encoding) {
+    case ScaleEncoding::fp32: return "fp32";
+    case ScaleEncoding::pow2: return "pow2";
+    case ScaleEncoding::e8m0: return "e8m0";
+  }
+  return "none";
+}
+
 Scaling engine_scaling(const ScalingSpec& s) {
   switch (s.granularity) {
     case ScaleGranularity::none: return Scaling::none;

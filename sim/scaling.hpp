@@ -48,6 +48,9 @@ struct ScalingSpec {
 // ":e8m0" (mx is always e8m0). Throws std::invalid_argument naming the problem.
 ScalingSpec scaling_by_name(std::string_view text);
 
+// The encoding's name for CSVs: "fp32", "pow2", "e8m0", or "none" when there are no scales.
+std::string_view encoding_name(const ScalingSpec& s);
+
 // How the GEMM engine is told about these scales (Scaling and its block length).
 Scaling engine_scaling(const ScalingSpec& s);
 

@@ -202,25 +202,18 @@ std::vector<std::pair<std::string, std::string>> config_columns(const SweepResul
   const SweepSpec& s = r.spec;
   const ScalingSpec& sc = s.scalings[c.scaling];
   const AccumulatorSpec& m = s.models[c.model];
-  const char* enc = sc.granularity == ScaleGranularity::none ? "none"
-                    : sc.encoding == ScaleEncoding::fp32    ? "fp32"
-                    : sc.encoding == ScaleEncoding::pow2    ? "pow2"
-                                                            : "e8m0";
   return {{"distribution", s.distributions[c.distribution].name},
           {"k", std::to_string(s.k[c.k])},
           {"rho", fmt::format("{}", s.rho[c.rho])},
           {"format", s.formats[c.format].name},
           {"scaling", sc.name},
-          {"scale_encoding", enc},
+          {"scale_encoding", std::string(encoding_name(sc))},
           {"promote_every", std::to_string(s.promote_every[c.promote])},
           {"model", m.name},
           {"group", std::to_string(m.group)},
           {"frac_bits", m.exact ? std::string("") : std::to_string(m.frac_bits)}};
 }
 
-namespace {
-
-// CSV field: quoted when it holds a comma or quote (custom model names hold commas).
 std::string csv_field(const std::string& v) {
   if (v.find_first_of(",\"\n") == std::string::npos) return v;
   std::string q = "\"";
@@ -230,6 +223,8 @@ std::string csv_field(const std::string& v) {
   }
   return q + "\"";
 }
+
+namespace {
 
 void write_header(std::ostream& out, const SweepResult& r,
                   const std::vector<std::pair<std::string, std::string>>& extra,

@@ -105,6 +105,10 @@ void write_trials_csv(std::ostream& out, const SweepResult& r,
 void write_summary_csv(std::ostream& out, const SweepResult& r,
                        const std::vector<std::pair<std::string, std::string>>& extra = {});
 
+// A CSV field: quoted (RFC 4180) when it holds a comma, quote or newline (custom model names
+// hold commas).
+std::string csv_field(const std::string& v);
+
 // Axis values of a configuration as strings, in the CSV's column order (for plots, labels).
 std::vector<std::pair<std::string, std::string>> config_columns(const SweepResult& r,
                                                                 const SweepConfig& c);

@@ -70,3 +70,63 @@ TEST_CASE("exact_dot_fast matches ExactSum bit for bit", "[exact][differential]"
   const std::vector<double> onev{1.0};
   CHECK_THROWS_AS(exact_dot_fast(inf, onev), std::domain_error);
 }
+
+TEST_CASE("exact_dot_nearest_double matches exact_dot_fast bit for bit", "[exact][differential]") {
+  // Values of fp32 precision (as fp8sim analyze feeds it), lengths up to 4096, in modes that
+  // take the verified compensated path (0, 1), that must fall back (2: cancellation down to
+  // the last bits; 3: a sum that is exactly a tie between two doubles), and tiny products (4).
+  const std::uint64_t seed = test_seed();
+  int fallbacks_needed = 0;
+  for (int trial = 0; trial < 500; ++trial) {
+    const int n = 1 + static_cast<int>(random_u64(seed, 200, trial) % 4096);
+    const int mode = trial % 5;
+    std::vector<double> a(n), b(n);
+    for (int i = 0; i < n; ++i) {
+      const double u = float(to_unit_double(random_u64(seed, 1000 + trial, 2 * i)) - 0.5);
+      const double v = float(to_unit_double(random_u64(seed, 1000 + trial, 2 * i + 1)) - 0.3);
+      const int ea = mode == 1 ? int(random_u64(seed, 17, i) % 60) - 30 : mode == 4 ? -440 : 0;
+      a[i] = std::ldexp(u, ea);
+      b[i] = std::ldexp(v, mode == 4 ? -440 : 0);
+      if (mode == 2 && i % 2 == 1) {
+        a[i] = -a[i - 1];
+        b[i] = b[i - 1] + std::ldexp(b[i - 1], -23) * double(random_u64(seed, 19, i) % 3);
+      }
+    }
+    if (mode == 0 && trial % 10 == 5) {
+      // Ill-conditioned (after Ogita, Rump & Oishi's GenDot): a first half with exponents
+      // spread over 2^+-50, a second half whose products cancel the running sum down to its
+      // last bits, so the compensated sum's error bound cannot decide and the fallback must.
+      double run = 0;
+      for (int i = 0; i < n; ++i) {
+        const double u = float(to_unit_double(random_u64(seed, 3000 + trial, i)) + 0.5);
+        const int e = i < n / 2 ? int(random_u64(seed, 21, i) % 100) - 50 : 50 - 100 * i / n;
+        a[i] = std::ldexp(u, e);
+        b[i] = i < n / 2 ? std::ldexp(float(to_unit_double(random_u64(seed, 23, i)) - 0.5), e)
+                         : double(float(-run / a[i]));
+        run = exact_dot_fast(std::span<const double>(a.data(), i + 1),
+                             std::span<const double>(b.data(), i + 1)).nearest_double;
+      }
+      ++fallbacks_needed;
+    }
+    if (mode == 3 && n >= 2) {  // 1 + 2^-53 exactly: a tie, rounds to even (1)
+      std::fill(a.begin(), a.end(), 0.0);
+      a[0] = 1.0;
+      b[0] = 1.0;
+      a[1] = 0x1p-27;
+      b[1] = 0x1p-26;
+      ++fallbacks_needed;
+    }
+    const double want = exact_dot_fast(a, b).nearest_double;
+    const double got = exact_dot_nearest_double(a, b);
+    const double portable = exact_dot_nearest_double(a, b, /*simd=*/false);
+    INFO(fmt::format("trial={} mode={} n={}", trial, mode, n));
+    REQUIRE(std::bit_cast<std::uint64_t>(got) == std::bit_cast<std::uint64_t>(want));
+    REQUIRE(std::bit_cast<std::uint64_t>(portable) == std::bit_cast<std::uint64_t>(want));
+  }
+  CHECK(fallbacks_needed > 0);
+  CHECK(exact_dot_nearest_double(std::vector<double>{1.0, 0x1p-27}, std::vector<double>{1.0, 0x1p-26}) == 1.0);
+  CHECK(exact_dot_nearest_double(std::vector<double>{1.0, 0x1p-27, 0x1p-80},
+                                 std::vector<double>{1.0, 0x1p-26, 1.0}) == 1.0 + 0x1p-52);
+  CHECK_THROWS_AS(exact_dot_nearest_double(std::vector<double>{kInf}, std::vector<double>{1.0}),
+                  std::domain_error);
+}

@@ -1,0 +1,282 @@
+// cmd_analyze: `fp8sim analyze` (FP8 error analysis of the user's A and B .npy files under a
+// grid of recipes) and `fp8sim recipes` (the named-recipe table).
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "analyze.hpp"
+#include "cli/sha256.hpp"
+#include "commands.hpp"
+#include "output_file.hpp"
+#include "parallel.hpp"
+#include "provenance.hpp"
+#include "revision.hpp"
+
+namespace fp8sim::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct AnalyzeArgs {
+  std::string a, b, dtype = "auto";
+  std::vector<std::string> recipes;
+  std::vector<std::string> formats, scalings, encodings, models;
+  std::vector<int> promote_every;
+  std::string out_type = "f32";
+  std::size_t pairs = 4096;
+  std::uint64_t seed = 1;
+  bool no_stages = false;
+  int threads = 0;
+  std::string device = "cpu";
+  std::string out = "out/analyze";
+  bool quiet = false;
+  bool skip_invalid = false;
+};
+
+// Model names split on commas, except a custom:... model, which is one whole value (its keys
+// hold commas): repeat --models for several custom models.
+std::vector<std::string> model_names(const std::vector<std::string>& raw) {
+  std::vector<std::string> out;
+  for (const std::string& v : raw) {
+    if (v.starts_with("custom:")) {
+      out.push_back(v);
+      continue;
+    }
+    std::size_t start = 0;
+    while (start <= v.size()) {
+      const std::size_t comma = std::min(v.find(',', start), v.size());
+      if (comma > start) out.push_back(v.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
+// The recipes asked for: named ones, then the grid's cross product (axes left out take their
+// defaults); every available named recipe when neither is given.
+std::vector<Recipe> build_recipes(const AnalyzeArgs& g) {
+  std::vector<Recipe> out;
+  std::set<std::string> seen;
+  const auto add = [&](Recipe r) {
+    if (seen.insert(r.name).second) out.push_back(std::move(r));
+  };
+  for (const std::string& name : g.recipes) {
+    if (name == "all") {
+      for (const NamedRecipe& n : named_recipes())
+        if (n.unavailable.empty()) add(recipe_by_name(n.name));
+    } else {
+      add(recipe_by_name(name));
+    }
+  }
+  const bool grid = !g.formats.empty() || !g.scalings.empty() || !g.encodings.empty() ||
+                    !g.models.empty() || !g.promote_every.empty();
+  if (grid) {
+    const auto or_default = [](const auto& v, auto d) { return v.empty() ? decltype(v){d} : v; };
+    const auto formats = or_default(g.formats, std::string("e4m3"));
+    const auto scalings = or_default(g.scalings, std::string("tensor"));
+    const auto encodings = or_default(g.encodings, std::string("fp32"));
+    const auto models = g.models.empty() ? std::vector<std::string>{"hopper-wgmma"} : model_names(g.models);
+    const auto promotes = or_default(g.promote_every, 128);
+    const FormatSpec out_type = format_by_name(g.out_type);
+    for (const std::string& f : formats)
+      for (const std::string& sc : scalings)
+        for (const std::string& enc : encodings) {
+          // none and mx have one encoding; a scaling that names its encoding keeps it.
+          const bool fixed = sc == "none" || sc == "mx" || sc.find(':') != std::string::npos;
+          const ScalingSpec scaling = scaling_by_name(fixed ? sc : sc + ":" + enc);
+          for (const std::string& m : models)
+            for (int p : promotes)
+              add(grid_recipe(format_by_name(f), scaling, accumulator_by_name(m), p, out_type));
+        }
+  }
+  if (out.empty())
+    for (const NamedRecipe& n : named_recipes())
+      if (n.unavailable.empty()) add(recipe_by_name(n.name));
+  return out;
+}
+
+nlohmann::json recipe_json(const RecipeResult& x) {
+  const Recipe& r = x.recipe;
+  nlohmann::json j = {{"name", r.name},
+                      {"a_format", r.a_format.name},
+                      {"b_format", r.b_format.name},
+                      {"scaling", r.scaling.name},
+                      {"scale_encoding", encoding_name(r.scaling)},
+                      {"model", {{"name", r.model.name}, {"describe", describe(r.model)},
+                                 {"evidence", r.model.evidence}}},
+                      {"promote_every", r.promote_every},
+                      {"scale_order", to_string(r.order)},
+                      {"out_type", r.out_type.name},
+                      {"gemms", x.gemms},
+                      {"seconds", x.seconds}};
+  for (const NamedRecipe& n : named_recipes())
+    if (n.name == r.name) {
+      j["description"] = n.description;
+      j["evidence"] = n.evidence;
+    }
+  return j;
+}
+
+nlohmann::json input_json(const std::string& path, const InputMatrix& m) {
+  return {{"path", path}, {"shape", {m.rows, m.cols}}, {"dtype", m.dtype},
+          {"sha256", sha256_file(path)}};
+}
+
+// The command as given, for the manifest: every option that was set with its values.
+std::string command_line(const CLI::App& cmd) {
+  std::string c = "fp8sim " + cmd.get_name();
+  for (const CLI::Option* o : cmd.get_options()) {
+    if (o->count() == 0) continue;
+    c += " " + o->get_name();
+    if (o->get_expected_max() == 0) continue;  // a flag
+    std::string values;
+    for (const std::string& v : o->results()) values += (values.empty() ? "" : ",") + v;
+    c += " " + values;
+  }
+  return c;
+}
+
+void run_analyze(const AnalyzeArgs& g, const std::string& command) {
+  AnalyzeSpec s;
+  s.recipes = build_recipes(g);
+  s.skip_invalid = g.skip_invalid;
+  s.stages = !g.no_stages;
+  s.pairs = g.pairs;
+  s.seed = g.seed;
+  s.threads = g.threads;
+  s.device = parse_device(g.device);
+  const InputDtype dtype = parse_input_dtype(g.dtype);
+  const InputMatrix A = read_input_npy(g.a, dtype);
+  const InputMatrix B = read_input_npy(g.b, dtype);
+  if (A.cols != B.cols)
+    throw std::runtime_error(fmt::format("{}: B is {} x {} but A is {} x {}: K differs (B is N x K)",
+                                         g.b, B.rows, B.cols, A.rows, A.cols));
+  fs::create_directories(g.out);  // fail before the run, not after it
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const AnalyzeResult r = analyze(s, A, B, [&](const std::string& line) {
+    if (!g.quiet) fmt::print(stderr, "analyze: {}\n", line);
+  });
+  const double runtime =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  const auto path = [&](const char* name) { return (fs::path(g.out) / name).string(); };
+  const std::vector<std::string> files = {path("analyze.csv"), path("analyze_rows.csv"),
+                                          path("analyze_pairs.csv"), path("analyze.json")};
+  nlohmann::json j;
+  j["command"] = command;
+  j["created_utc"] = utc_now_iso();
+  j["git_revision"] = git_revision();
+  const MachineInfo mi = this_machine();
+  j["machine"] = {{"hostname", mi.hostname}, {"os", mi.os}, {"hardware_threads", mi.hardware_threads}};
+  j["threads"] = resolve_threads(s.threads);
+  j["device"] = to_string(s.device);
+  j["seed"] = s.seed;
+  j["pairs"] = r.pair_m.size();
+  j["stages"] = s.stages;
+  j["shape"] = {{"m", r.M}, {"n", r.N}, {"k", r.K}};
+  j["inputs"] = {{"a", input_json(g.a, A)}, {"b", input_json(g.b, B)}};
+  j["reference_seconds"] = r.reference_seconds;
+  j["runtime_s"] = runtime;
+  for (const RecipeResult& x : r.recipes) j["recipes"].push_back(recipe_json(x));
+  j["skipped"] = r.skipped;
+  j["files"] = files;
+  j["definitions"] =
+      "sqnr_db = 10 log10(sum R^2 / sum (D - R)^2) with R the exact product of the unquantised "
+      "inputs (each output rounded once to double) and D the recipe's result; row/col: the same "
+      "over one output row / column; <stage>_exact_sqnr_db: the SQNR with that stage made exact "
+      "and <stage>_share = (E - E_stage) / E its share of the error energy E (sim/analyze.hpp "
+      "defines each stage made exact); cosine / pearson: of row m of A and row n of B over the "
+      "sampled pairs";
+  // All four files are written in full first and renamed into place only when all four are
+  // (output_file.hpp): a failed run leaves none of them.
+  std::ostringstream text[3];
+  write_analyze_csv(text[0], r);
+  write_analyze_rows_csv(text[1], r);
+  write_analyze_pairs_csv(text[2], r);
+  OutputFile out[] = {OutputFile(files[0]), OutputFile(files[1]), OutputFile(files[2]),
+                      OutputFile(files[3])};
+  for (int i = 0; i < 3; ++i) out[i].write(text[i].str());
+  out[3].write(j.dump(2) + "\n");
+  for (OutputFile& f : out) f.commit();
+
+  fmt::print("A {} x {} ({}), B {} x {} ({}): {} recipes in {:.1f} s (exact reference {:.1f} s)\n",
+             r.M, r.K, A.dtype, r.N, r.K, B.dtype, r.recipes.size(), runtime, r.reference_seconds);
+  fmt::print("{:<34} {:>9} {:>10} {:>10}", "recipe", "SQNR dB", "row q05", "row q95");
+  for (const char* st : kAnalyzeStages) fmt::print(" {:>9}", st);
+  fmt::print(" {:>5}\n", "GEMMs");
+  for (const RecipeResult& x : r.recipes) {
+    fmt::print("{:<34} {:>9.2f} {:>10.2f} {:>10.2f}", x.recipe.name, x.sqnr_db,
+               x.row_quantiles.q05, x.row_quantiles.q95);
+    for (const StageResult& st : x.stages)
+      fmt::print(" {:>9}", s.stages ? fmt::format("{:.1f}%", 100 * st.share) : std::string("-"));
+    fmt::print(" {:>5}\n", x.gemms);
+  }
+  for (const std::string& why : r.skipped) fmt::print("skipped {}\n", why);
+  fmt::print("pairs' Pearson correlation: q05 {:.3f}, median {:.3f}, q95 {:.3f}\n", r.pearson.q05,
+             r.pearson.median, r.pearson.q95);
+  for (const auto& f : files) fmt::print("  wrote {}\n", f);
+}
+
+}  // namespace
+
+void add_analyze_command(CLI::App& app) {
+  auto g = std::make_shared<AnalyzeArgs>();
+  auto* cmd = app.add_subcommand(
+      "analyze", "FP8 error analysis of your own A (M x K) and B (N x K) under a grid of recipes");
+  cmd->add_option("--a", g->a, "A.npy: float32, bfloat16 or float16, shape (M, K)")->required();
+  cmd->add_option("--b", g->b, "B.npy: same dtypes, shape (N, K) (D = A B^T, cuBLASLt TN)")
+      ->required();
+  cmd->add_option("--dtype", g->dtype,
+                  "auto|f32|bf16|f16 (auto: <f4, <f2, and <V2 as np.save writes ml_dtypes' "
+                  "bfloat16; bf16 also takes <u2 bit patterns)")
+      ->capture_default_str();
+  cmd->add_option("--recipes", g->recipes, "Named recipes, comma list, or 'all' (see `fp8sim recipes`)")
+      ->delimiter(',');
+  cmd->add_option("--formats", g->formats, "Grid: element formats (default e4m3)")->delimiter(',');
+  cmd->add_option("--scalings", g->scalings,
+                  "Grid: none, tensor, row, block<Nc>, mx (default tensor)")->delimiter(',');
+  cmd->add_option("--encodings", g->encodings, "Grid: scale encodings fp32, pow2, e8m0 (default fp32)")
+      ->delimiter(',');
+  cmd->add_option("--models", g->models,
+                  "Grid: accumulator models, comma list (default hopper-wgmma); repeat the flag "
+                  "for custom:... models");
+  cmd->add_option("--promote-every", g->promote_every, "Grid: promotion intervals, 0 = never (default 128)")
+      ->delimiter(',');
+  cmd->add_option("--out-type", g->out_type, "Grid: output type f32|bf16|f16")->capture_default_str();
+  cmd->add_option("--pairs", g->pairs, "Row pairs sampled for the correlation")->capture_default_str();
+  cmd->add_option("--seed", g->seed, "Seed of the sampled pairs")->capture_default_str();
+  cmd->add_flag("--no-stages", g->no_stages, "Skip the stage attribution (one GEMM per recipe)");
+  cmd->add_option("--threads", g->threads, "Threads (0 = all); results never depend on it")
+      ->capture_default_str();
+  cmd->add_option("--device", g->device, "cpu|cuda: where the engine's GEMMs run (same bits)")
+      ->capture_default_str();
+  cmd->add_option("--out", g->out, "Output folder (created)")->capture_default_str();
+  cmd->add_flag("--quiet", g->quiet, "No progress lines on stderr");
+  cmd->add_flag("--skip-invalid", g->skip_invalid,
+                "Skip recipes the engine rejects for this shape (listed) instead of failing");
+  cmd->callback([g, cmd] { run_analyze(*g, command_line(*cmd)); });
+
+  auto* list = app.add_subcommand("recipes", "List the named recipes `fp8sim analyze` takes");
+  list->callback([] {
+    for (const NamedRecipe& n : named_recipes()) {
+      fmt::print("{:<15} {}\n", n.name, n.description);
+      if (n.unavailable.empty())
+        fmt::print("{:<15} a={} b={} scaling={} model={} promote_every={} order={} out={}\n", "",
+                   n.a_format, n.b_format, n.scaling, n.model, n.promote_every, n.order, n.out_type);
+      else
+        fmt::print("{:<15} not available yet: {}\n", "", n.unavailable);
+      fmt::print("{:<15} evidence: {}\n", "", n.evidence);
+    }
+  });
+}
+
+}  // namespace fp8sim::cli

@@ -1,0 +1,80 @@
+// recipe: the named-recipe table and the parsing of its rows and of grid combinations.
+#include "recipe.hpp"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+namespace fp8sim {
+
+const std::vector<NamedRecipe>& named_recipes() {
+  static const std::vector<NamedRecipe> table = {
+      {"deepseek-v3", "e4m3", "e4m3", "block128", "hopper-wgmma", 128, "deepgemm", "bf16",
+       "E4M3 A and B, 1x128 activation tiles and 128x128 weight blocks with fp32 scales, "
+       "H800 WGMMA promoted to fp32 every 128 products, bf16 output",
+       "DeepSeek-V3 technical report (arXiv:2412.19437) s3.3.1 fine-grained quantisation, "
+       "s3.3.2 promotion every N_C = 128 elements; DeepGEMM sm90_fp8_gemm_1d2d scale order", ""},
+      {"te-tensorwise", "e4m3", "e4m3", "tensor", "hopper-wgmma", 128, "cublaslt", "bf16",
+       "E4M3 A and B with one fp32 scale per tensor, Hopper WGMMA promoted every 128 "
+       "products as cuBLASLt does without fast accumulation, bf16 output",
+       "Transformer Engine per-tensor (delayed / current) scaling; cuBLASLt FP8 GEMM without "
+       "CUBLASLT_MATMUL_DESC_FAST_ACCUM, promotion interval modelled as 128 (issue 13)", ""},
+      {"mxfp8", "e4m3", "e4m3", "mx", "blackwell-fp8", 32, "deepgemm", "bf16",
+       "E4M3 A and B in 1x32 blocks with E8M0 scales (MX), Blackwell FP8 accumulator, each "
+       "32-block's scaled partial added in fp32, bf16 output",
+       "OCP Microscaling Formats (MX) v1.0 s5, s6.3 (MXFP8 E4M3, E8M0 scale = "
+       "2^(floor(log2 amax) - emax)); accumulator: the blackwell-fp8 preset", ""},
+      {"fast-accum", "e4m3", "e4m3", "tensor", "hopper-wgmma", 0, "cublaslt", "bf16",
+       "te-tensorwise with cuBLASLt fast accumulation: the WGMMA accumulator is never promoted",
+       "cuBLASLt CUBLASLT_MATMUL_DESC_FAST_ACCUM (the accumulator stays in the tensor core "
+       "for all of K); accumulator: the hopper-wgmma preset", ""},
+      {"nvfp4", "e2m1", "e2m1", "", "blackwell-fp8", 0, "deepgemm", "bf16",
+       "E2M1 A and B in 1x16 blocks with UE4M3 scales and an fp32 tensor scale (NVFP4)",
+       "NVIDIA Blackwell NVFP4",
+       "needs UE4M3 scale encoding for 1x16 blocks, which fp8sim does not model yet (issue 12 "
+       "adds it)"},
+  };
+  return table;
+}
+
+Recipe recipe_by_name(std::string_view name) {
+  std::string known;
+  for (const NamedRecipe& r : named_recipes()) {
+    if (r.name != name) {
+      known += (known.empty() ? "" : ", ") + r.name;
+      continue;
+    }
+    if (!r.unavailable.empty())
+      throw std::invalid_argument(fmt::format("recipe '{}' is not available yet: {}", name,
+                                              r.unavailable));
+    Recipe x = grid_recipe(format_by_name(r.a_format), scaling_by_name(r.scaling),
+                           accumulator_by_name(r.model), r.promote_every,
+                           format_by_name(r.out_type));
+    x.name = r.name;
+    x.b_format = format_by_name(r.b_format);
+    x.order = parse_scale_order(r.order);
+    return x;
+  }
+  throw std::invalid_argument(fmt::format("unknown recipe '{}' (known: {})", name, known));
+}
+
+Recipe grid_recipe(const FormatSpec& format, const ScalingSpec& scaling,
+                   const AccumulatorSpec& model, int promote_every, const FormatSpec& out_type) {
+  if (scaling.granularity == ScaleGranularity::tile)
+    throw std::invalid_argument(fmt::format(
+        "scaling {}: B's 1 x {} tiles per row cannot be applied by the all-pairs GEMM "
+        "(it takes B's scales per {} x {} block); use block{} or mx",
+        scaling.name, scaling.nc, scaling.nc, scaling.nc, scaling.nc));
+  if (promote_every < 0)
+    throw std::invalid_argument(fmt::format("promote_every = {} is negative", promote_every));
+  Recipe r;
+  r.name = fmt::format("{}/{}/{}/p{}", format.name, scaling.name, model.name, promote_every);
+  r.a_format = r.b_format = format;
+  r.scaling = scaling;
+  r.model = model;
+  r.promote_every = promote_every;
+  r.out_type = out_type;
+  return r;
+}
+
+}  // namespace fp8sim

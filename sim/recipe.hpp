@@ -1,0 +1,55 @@
+// recipe: an FP8 GEMM recipe (element formats, scaling, accumulator model, promotion, output
+// type) and the table of named recipes (deepseek-v3, te-tensorwise, mxfp8, fast-accum, nvfp4)
+// that every front-end (the CLI's `fp8sim analyze`, the Python package) reads.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "accumulator.hpp"
+#include "format.hpp"
+#include "gemm.hpp"
+#include "scaling.hpp"
+
+namespace fp8sim {
+
+// One recipe, parsed: how A (M x K activations) and B (N x K weights) are quantised and
+// multiplied. Quantisation is scaling.hpp's quantise_operand; the product is gemm.hpp's
+// engine with `model`, `promote_every`, `order`, and `out_type` as the result's type.
+struct Recipe {
+  std::string name;  // the table's name, or the grid's "<format>/<scaling>/<model>/p<promote>"
+  FormatSpec a_format, b_format;
+  ScalingSpec scaling;          // granularity and encoding, the same rule for A and B
+  AccumulatorSpec model;
+  int promote_every = 0;        // 0 = never
+  ScaleOrder order = ScaleOrder::deepgemm;
+  FormatSpec out_type;          // fp32, bf16 or fp16
+};
+
+// A row of the named-recipe table: names as the parsers take them (format_by_name,
+// scaling_by_name, accumulator_by_name), so the table is plain data.
+struct NamedRecipe {
+  std::string name;
+  std::string a_format, b_format, scaling, model;
+  int promote_every = 0;
+  std::string order;            // "deepgemm" | "cublaslt"
+  std::string out_type;
+  std::string description;      // one line: what the recipe is
+  std::string evidence;         // where its parameters come from
+  std::string unavailable;      // non-empty: why it cannot run in this build
+};
+
+// The table, in the order `fp8sim analyze --list-recipes` prints it.
+const std::vector<NamedRecipe>& named_recipes();
+
+// A named recipe, parsed. Throws std::invalid_argument for an unknown name (listing the known
+// ones) or an unavailable one (saying why).
+Recipe recipe_by_name(std::string_view name);
+
+// The grid's recipe for one combination (name "<format>/<scaling>/<model>/p<promote>"; A and
+// B in the same format, deepgemm scale order). Throws std::invalid_argument naming a bad value.
+Recipe grid_recipe(const FormatSpec& format, const ScalingSpec& scaling,
+                   const AccumulatorSpec& model, int promote_every, const FormatSpec& out_type);
+
+}  // namespace fp8sim
