@@ -2,8 +2,9 @@
 
 Every numeric step runs in fp8sim's C++ core through three ``torch.library`` custom ops with
 fake kernels (``fp8sim::gemm``, ``fp8sim::quantize``, ``fp8sim::encode``), so the functions
-here work under ``torch.compile(fullgraph=True)``. CPU tensors now; CUDA tensors raise until
-the CUDA engine lands (then they go to ``device="cuda"``).
+here work under ``torch.compile(fullgraph=True)``. CPU tensors now; CUDA tensors raise: the
+pip-built module does not include the CUDA engine yet (``fp8sim gemm --device cuda`` and the
+experiments have it), and CUDA tensors will go to it through ``device="cuda"``.
 
 What ``scaled_mm`` models of cuBLASLt (``torch._scaled_mm`` on an H100), and what it does not
 yet: the accumulation is measured (``fp8sim-hw``: Hopper ``wgmma`` promoted to FP32 every 128
