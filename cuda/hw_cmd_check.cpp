@@ -83,8 +83,8 @@ int cmd_check(std::uint64_t seed, int max_k, const std::string& json_path,
               }
               if (first_bad.empty())
                 first_bad = fmt::format("{} suite={} seed={:#x} K={} m={} n={} c={} => got {} want {} (replay the capture for the inputs)",
-                                        v.name, s, c.seed, c.K, m, n, c.C.empty() ? "none" : hex32(c.C[i]),
-                                        hex32(got[i]), hex32(want[i]));
+                                        v.name, s, c.seed, c.K, m, n, c.C.empty() ? "none" : hex_bits(c.C[i]),
+                                        hex_bits(got[i]), hex_bits(want[i]));
             }
           st += static_cast<long>(want.size());
         } else {

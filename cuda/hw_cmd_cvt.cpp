@@ -64,7 +64,7 @@ std::vector<std::uint8_t> hw_cvt(cuda::Fp8 to, const std::vector<float>& x) {
 }
 
 std::string cvt_line(const char* what, float x, std::uint8_t got, std::uint32_t want) {
-  return fmt::format("{} x={} ({}) => got 0x{:02x} want 0x{:02x}", what, hex32(x), format_value(x), got, want);
+  return fmt::format("{} x={} ({}) => got 0x{:02x} want 0x{:02x}", what, hex_bits(x), format_value(x), got, want);
 }
 
 // Compares the hardware with encode(x, f, {rne, saturate}); NaN inputs are compared as

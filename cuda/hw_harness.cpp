@@ -199,8 +199,6 @@ std::vector<Case> make_suite(const std::string& suite, const FormatSpec& fa, con
   return out;
 }
 
-std::string hex32(float v) { return fmt::format("0x{:08x}", std::bit_cast<std::uint32_t>(v)); }
-
 std::vector<float> run_model(const GemmSpec& s, const Case& c) {
   validate(s, c.M, c.N, c.K);
   std::vector<float> D(static_cast<std::size_t>(c.M) * c.N);

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "bits.hpp"  // same_bits
+#include "bits.hpp"  // same_bits, hex_bits
 #include "format.hpp"
 #include "gemm.hpp"
 
@@ -34,7 +34,5 @@ std::vector<Case> make_suite(const std::string& suite, const FormatSpec& a, cons
 // Model output for a case (throws std::invalid_argument when the spec cannot run it).
 std::vector<float> run_model(const GemmSpec& s, const Case& c);
 
-// "0x3f800000".
-std::string hex32(float v);
 
 }  // namespace fp8sim::hw

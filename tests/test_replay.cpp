@@ -23,22 +23,13 @@
 #include "npy.hpp"
 #include "replay.hpp"
 #include "rng.hpp"
+#include "test_seed.hpp"
 
 using namespace fp8sim;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-std::uint64_t seed() {
-  static const std::uint64_t s = [] {
-    const char* env = std::getenv("FP8SIM_SEED");
-    const std::uint64_t v = env ? std::strtoull(env, nullptr, 0) : 1;
-    fmt::print("test_replay: seed {} (set FP8SIM_SEED to change)\n", v);
-    return v;
-  }();
-  return s;
-}
 
 // A fresh temporary folder, removed at the end of the test.
 struct TempDir {
@@ -68,7 +59,7 @@ void save_f32(const fs::path& p, const std::vector<float>& v, std::vector<std::s
 json make_capture(const fs::path& dir, const char* model = "hopper-wgmma", int promote = 128) {
   const FormatSpec f = format_by_name("e4m3");
   std::uint64_t i = 0;
-  auto draw = [&] { return random_u64(seed(), 7, i++); };
+  auto draw = [&] { return random_u64(test_seed(), 7, i++); };
   auto codes = [&](int rows) {
     std::vector<std::uint8_t> v(std::size_t(rows) * kK);
     for (auto& c : v)
@@ -122,7 +113,7 @@ json make_capture(const fs::path& dir, const char* model = "hopper-wgmma", int p
   }
   json m = {{"fp8sim_capture", 1}, {"device", "simulator"}, {"driver", "none"},
             {"cuda", "none"}, {"date", "2026-01-01"}, {"git_revision", "test"},
-            {"generator", "test_replay"}, {"seed", seed()}, {"cases", cases}};
+            {"generator", "test_replay"}, {"seed", test_seed()}, {"cases", cases}};
   std::ofstream(dir / "manifest.json") << m.dump(1);
   return m;
 }
