@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "parallel.hpp"
@@ -91,7 +92,9 @@ double scale_for_amax(double amax, const FormatSpec& element, ScaleEncoding enc)
   if (!(amax > 0) || !std::isfinite(amax)) return 1.0;
   const double fmax = max_finite(element);
   switch (enc) {
-    case ScaleEncoding::fp32: return static_cast<float>(amax / fmax);
+    case ScaleEncoding::fp32:  // within fp32's normal range, as pow2 (else 0 or Inf: NaN codes)
+      return std::clamp(static_cast<float>(amax / fmax), std::numeric_limits<float>::min(),
+                        std::numeric_limits<float>::max());
     case ScaleEncoding::pow2: {
       int e = std::ilogb(amax / fmax);  // 2^e <= amax / fmax < 2^(e+1)
       if (std::ldexp(1.0, e) < amax / fmax) ++e;

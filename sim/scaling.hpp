@@ -4,7 +4,9 @@
 // Convention: x ~= s * q with q a value of the element format and s the dequantisation
 // scale the GEMM multiplies back in at promotion (gemm.hpp). For one scale block with
 // largest magnitude amax and element maximum fmax:
-//   fp32: s = fl32(amax / fmax)                 (amax lands on fmax, up to fp32 rounding)
+//   fp32: s = fl32(amax / fmax)                 (amax lands on fmax, up to fp32 rounding;
+//                                                 clamped to fp32's normal range, 2^-126 to
+//                                                 its max, as pow2 is)
 //   pow2: s = 2^ceil(log2(amax / fmax))          (the smallest 2^n with amax / s <= fmax)
 //   e8m0: s = 2^(floor(log2 amax) - emax)        (OCP MX v1.0 s6.3, emax = the element
 //                                                 format's largest exponent; values above

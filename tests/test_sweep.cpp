@@ -279,6 +279,22 @@ TEST_CASE("scaling: quantisation round trips and scale encodings", "[sweep][scal
   CHECK(scale_for_amax(3.0, e4m3, ScaleEncoding::e8m0) == 0x1p-7);   // 2^(1 - 8)
   CHECK(scale_for_amax(448.0, e4m3, ScaleEncoding::pow2) == 1.0);
   CHECK(scale_for_amax(0.0, e4m3, ScaleEncoding::fp32) == 1.0);
+  // fp32 scales stay in fp32's normal range: a block whose amax / fmax underflows (or
+  // overflows) fp32 must not get a zero (infinite) scale, which would turn its zeros into
+  // NaN and every other element into +-fmax.
+  CHECK(scale_for_amax(1e-44, e4m3, ScaleEncoding::fp32) == double(std::numeric_limits<float>::min()));
+  CHECK(scale_for_amax(1e300, e4m3, ScaleEncoding::fp32) == double(std::numeric_limits<float>::max()));
+  {
+    const std::vector<double> tiny{1e-44, 0.0, -1e-44, 1e-40};
+    const QuantisedOperand q = quantise_operand(scaling_by_name("row"), OperandRole::a, e4m3, 1, 4, tiny, 1, 1);
+    for (int k = 0; k < 4; ++k) {
+      const double want = quantize(tiny[k] / q.scales[0], e4m3);  // round-to-nearest of x / s
+      INFO(fmt::format("tiny row k={} x={:a} scale={:a} => got {:a} want {:a}", k, tiny[k],
+                       q.scales[0], q.operand.value[k], want));
+      CHECK(q.operand.value[k] == want);
+    }
+    CHECK(q.saturated == 0);
+  }
   CHECK_THROWS_AS(scaling_by_name("block"), std::invalid_argument);
   CHECK_THROWS_AS(scaling_by_name("mx:fp32"), std::invalid_argument);
   CHECK_THROWS_AS(scaling_by_name("tensor:bf16"), std::invalid_argument);

@@ -82,8 +82,9 @@ def ref_scale(amax, fmt, enc):
     d = fp8sim.describe(fmt)
     if amax == 0:
         return 1.0
-    if enc == "fp32":
-        return float(np.float32(amax / d["max"]))
+    if enc == "fp32":  # kept within fp32's normal range, as pow2 is
+        f32 = np.finfo(np.float32)
+        return float(min(max(np.float32(amax / d["max"]), f32.tiny), f32.max))
     if enc == "pow2":
         return 2.0 ** min(max(math.ceil(math.log2(amax / d["max"])), -126), 127)
     return 2.0 ** min(max(math.floor(math.log2(amax)) - d["max_exponent"], -127), 127)
@@ -91,7 +92,7 @@ def ref_scale(amax, fmt, enc):
 
 @settings(max_examples=150, deadline=None)
 @given(x=hnp.arrays(np.float64, st.tuples(st.integers(1, 5), st.sampled_from([32, 64])),
-                    elements=st.floats(-1e4, 1e4).filter(lambda v: v == 0 or abs(v) > 1e-30)),
+                    elements=st.floats(-1e4, 1e4)),
        gran=st.sampled_from(["tensor", "row", "tile:32", "mx"]),
        enc=st.sampled_from(["fp32", "pow2", "e8m0"]), fmt=st.sampled_from(["e4m3", "e5m2"]))
 def test_quantize_follows_the_scale_rules(x, gran, enc, fmt):
