@@ -317,16 +317,18 @@ TEST_CASE("read_input_npy: float32, float16 and bfloat16 files", "[unit]") {
   CHECK(b.dtype == "bf16");
   CHECK(h.dtype == "f16");
   for (std::size_t i = 0; i < (n / 4) * 4; ++i) {
-    // bf16 is the top half of fp32; fp16 by the C++ conversion of _Float16.
+    // bf16 is the top half of fp32; fp16 by IEEE 754's binary16 formula in plain scalar code
+    // (sign, 5 exponent bits with bias 15, 10 fraction bits; exponent 0 is subnormal).
     std::uint32_t w = std::uint32_t(codes[i]) << 16;
     float f;
     std::memcpy(&f, &w, 4);
-    _Float16 hv;
-    std::memcpy(&hv, &codes[i], 2);
+    const int e = (codes[i] >> 10) & 0x1f, m = codes[i] & 0x3ff;
+    const double hv = (codes[i] & 0x8000 ? -1.0 : 1.0) *
+                      (e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25));
     INFO(fmt::format("code {:#06x}", codes[i]));
     REQUIRE(b.values[i] == double(f));
     REQUIRE(u.values[i] == double(f));
-    REQUIRE(h.values[i] == double(float(hv)));
+    REQUIRE(h.values[i] == hv);
   }
   CHECK_THROWS_WITH(read_input_npy((dir / "u16.npy").string(), InputDtype::automatic),
                     Catch::Contains("--dtype bf16"));
