@@ -171,3 +171,39 @@ TEST_CASE("fp8sim gemm rejects bad input with one line", "[unit]") {
   expect_error("gemm --a A.npy --b B.npy --bogus", "--bogus");
   expect_error("gemm --b B.npy", "--a");
 }
+
+TEST_CASE("--device cuda: the CPU engine's bits on a GPU, else one line naming why", "[unit]") {
+  // Without a GPU (CI) or without CUDA in the build, asking for cuda is bad input: exit 2,
+  // one line saying which, no output. With a GPU the CUDA engine writes the CPU engine's D.
+  const int M = 4, N = 3, K = 128;
+  const auto a = random_e4m3(M * K, 11), b = random_e4m3(N * K, 12);
+  save_u8("A.npy", M, K, a);
+  save_u8("B.npy", N, K, b);
+  fs::remove(workdir() / "D.npy");
+  const Run r = run_cli("gemm --a A.npy --b B.npy --promote-every 32 --device cuda --out D.npy");
+  INFO("rc " << r.status << " stderr: " << r.err);
+  if (r.status == 0) {
+    GemmSpec s;
+    s.a_format = s.b_format = format_by_name("e4m3");
+    s.model = accumulator_by_name("hopper-wgmma");
+    s.promote_every = 32;
+    s.out_type = format_by_name("fp32");
+    std::vector<float> want(M * N);
+    gemm(s, M, N, K, a, b, {}, {}, {}, want);
+    const auto got = load_f32("D.npy");
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i)
+      CHECK(std::bit_cast<std::uint32_t>(got[i]) == std::bit_cast<std::uint32_t>(want[i]));
+  } else {
+    CHECK(r.status == 2);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    const bool no_gpu = r.err == "fp8sim: error: device cuda: no CUDA device\n";
+    const bool no_cuda = r.err == "fp8sim: error: device cuda: fp8sim was built without CUDA\n";
+    CHECK((no_gpu || no_cuda));
+    CHECK_FALSE(fs::exists(workdir() / "D.npy"));
+  }
+  // replay takes the same option; a bad device name is one line too.
+  const Run bad = run_cli("replay --captures . --device tpu");
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("unknown device 'tpu' (known: cpu, cuda)") != std::string::npos);
+}

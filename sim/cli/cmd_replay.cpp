@@ -19,6 +19,7 @@ struct ReplayArgs {
   std::string captures, model, case_name, json;
   int promote_every = -1;
   int threads = 0;
+  std::string device = "cpu";
 };
 
 // Prints one line per case and a summary; exits 1 on any mismatch (bad input throws: 2).
@@ -28,6 +29,7 @@ void run_replay(const ReplayArgs& g) {
   o.promote_every = g.promote_every;
   o.case_name = g.case_name;
   o.threads = g.threads;
+  o.device = parse_device(g.device);
   const ReplayReport r = replay(g.captures, o);
   std::string provenance;
   for (const auto& [key, value] : {std::pair<const char*, const std::string&>{"device", r.device},
@@ -66,6 +68,8 @@ void add_replay_command(CLI::App& app) {
   cmd->add_option("--case", g->case_name, "Replay only the case with this name");
   cmd->add_option("--json", g->json, "Write a JSON report here");
   add_threads_option(cmd, g->threads);
+  cmd->add_option("--device", g->device, "cpu|cuda: where the engine runs (same bits)")
+      ->capture_default_str();
   cmd->callback([g] { run_replay(*g); });
 }
 
