@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "gemm_inputs.hpp"
 #include "input_file.hpp"
 #include "limits.hpp"
 #include "npy.hpp"
@@ -80,10 +81,11 @@ std::string opt_string(const json& j, const char* key, const Where& w, std::stri
 }
 
 FormatSpec output_type(const std::string& name, const Where& w) {
-  if (name == "f32" || name == "fp32") return format_by_name("fp32");
-  if (name == "bf16") return format_by_name("bf16");
-  if (name == "f16" || name == "fp16") return format_by_name("fp16");
-  w.fail(fmt::format("unknown out_type '{}' (f32, bf16, f16)", limits::quoted(name)));
+  try {
+    return output_type_by_name(name, "out_type");
+  } catch (const std::invalid_argument& e) {
+    w.fail(e.what());
+  }
 }
 
 std::string output_type_name(const FormatSpec& f) {

@@ -11,11 +11,12 @@
 
 namespace fp8sim {
 
-FormatSpec output_type_by_name(std::string_view name) {
+FormatSpec output_type_by_name(std::string_view name, std::string_view what) {
   if (name == "f32" || name == "fp32") return format_by_name("fp32");
   if (name == "bf16") return format_by_name("bf16");
   if (name == "f16" || name == "fp16") return format_by_name("fp16");
-  throw std::invalid_argument(fmt::format("unknown --out-type '{}' (f32, bf16, f16)", name));
+  throw std::invalid_argument(fmt::format("unknown {} '{}' (f32, bf16, f16)", what,
+                                          limits::quoted(std::string(name))));
 }
 
 GemmSpec gemm_spec(const GemmOptions& o, bool have_a_scales, bool have_b_scales) {

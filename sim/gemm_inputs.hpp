@@ -36,8 +36,9 @@ struct GemmOptions {
 // std::invalid_argument for an unknown name (messages of the parsers below).
 GemmSpec gemm_spec(const GemmOptions& o, bool have_a_scales, bool have_b_scales);
 
-// "f32" (alias fp32), "bf16", "f16" (alias fp16); throws std::invalid_argument otherwise.
-FormatSpec output_type_by_name(std::string_view name);
+// "f32" (alias fp32), "bf16", "f16" (alias fp16); throws std::invalid_argument otherwise,
+// naming the name as `what` calls it (an option, a manifest key).
+FormatSpec output_type_by_name(std::string_view name, std::string_view what = "--out-type");
 
 // The scaling a front-end's arguments ask for: `name` empty means tensor when both scale
 // arrays are given, none when neither is. Throws std::invalid_argument when only one is
