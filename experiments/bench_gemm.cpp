@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::string device = "cpu", scaling = "none";
   int block = 128, cpu_m = 256, cpu_n = 256;
-  app.add_option("--device", device, "cpu|cuda: the engine to time")->capture_default_str();
+  cli::add_device_option(&app, device);
   app.add_option("--scaling", scaling, "none|block (1 x block / block x block scales)")
       ->capture_default_str();
   cli::add_integer_option(&app, "--block", block, "Scale block length", 1, 1 << 20);

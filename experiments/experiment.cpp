@@ -108,8 +108,7 @@ int run(const Experiment& e, int argc, char** argv) {
       ->default_str("");
   cli::add_threads_option(&app, o.threads);
   std::string device = "cpu";
-  app.add_option("--device", device, "cpu|cuda: where the GEMM engine runs (same bits)")
-      ->capture_default_str();
+  cli::add_device_option(&app, device);
   app.add_flag("--paper", o.paper, "paper-size trial counts");
   app.add_flag("--progress", progress, "show a progress bar even when stderr is not a terminal");
   if (const int code = cli::parse_command_line(app, argc, argv, "exp_" + e.name); code >= 0)

@@ -390,6 +390,10 @@ TEST_CASE("fp8sim analyze writes its CSVs and manifest, and rejects bad input", 
   expect_error("analyze --a A.npy --b I.npy", "dtype <i4 is not float32");
   expect_error("analyze --a V.npy --b B.npy", "expected a 2-D array");
   expect_error("analyze --a N.npy --b B.npy", "element (0, 70) is nan");
+  // Integer options are read strictly, as everywhere in fp8sim (cli/options.hpp).
+  expect_error("analyze --a A.npy --b B.npy --threads -1", "--threads: bad value '-1'");
+  expect_error("analyze --a A.npy --b B.npy --pairs 010", "--pairs: bad value '010'");
+  expect_error("analyze --a A.npy --b B.npy --seed ''", "--seed: bad value ''");
   expect_error("analyze --a A.npy --b B.npy --dtype bf17", "unknown input dtype 'bf17'");
   expect_error("analyze --a A.npy --b B.npy --dtype f16", "is not f16 as asked");
   expect_error("analyze --a A.npy --b B.npy --recipes deepseek-v4", "unknown recipe 'deepseek-v4'");

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "analyze.hpp"
+#include "cli/options.hpp"
 #include "cli/sha256.hpp"
 #include "commands.hpp"
 #include "output_file.hpp"
@@ -252,13 +253,12 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_option("--promote-every", g->promote_every, "Grid: promotion intervals, 0 = never (default 128)")
       ->delimiter(',');
   cmd->add_option("--out-type", g->out_type, "Grid: output type f32|bf16|f16")->capture_default_str();
-  cmd->add_option("--pairs", g->pairs, "Row pairs sampled for the correlation")->capture_default_str();
-  cmd->add_option("--seed", g->seed, "Seed of the sampled pairs")->capture_default_str();
+  add_integer_option(cmd, "--pairs", g->pairs, "Row pairs sampled for the correlation (0: none)",
+                     0, limits::kMaxOutputElements);
+  add_integer_option(cmd, "--seed", g->seed, "Seed of the sampled pairs", 0, ~std::uint64_t{0});
   cmd->add_flag("--no-stages", g->no_stages, "Skip the stage attribution (one GEMM per recipe)");
-  cmd->add_option("--threads", g->threads, "Threads (0 = all); results never depend on it")
-      ->capture_default_str();
-  cmd->add_option("--device", g->device, "cpu|cuda: where the engine's GEMMs run (same bits)")
-      ->capture_default_str();
+  add_threads_option(cmd, g->threads);
+  add_device_option(cmd, g->device);
   cmd->add_option("--out", g->out, "Output folder (created)")->capture_default_str();
   cmd->add_flag("--quiet", g->quiet, "No progress lines on stderr");
   cmd->add_flag("--skip-invalid", g->skip_invalid,

@@ -76,8 +76,7 @@ void add_gemm_commands(CLI::App& app) {
   cmd->add_option("--out-type", g->out_type, "f32|bf16|f16")->capture_default_str();
   cmd->add_option("--out", g->out, "Output D.npy (float32 (M, N))")->capture_default_str();
   add_threads_option(cmd, g->threads);
-  cmd->add_option("--device", g->device, "cpu|cuda: where the engine runs (same bits)")
-      ->capture_default_str();
+  add_device_option(cmd, g->device);
   cmd->callback([g] { run_gemm(*g); });
 
   auto* models = app.add_subcommand("models", "List the accumulator model presets");

@@ -68,8 +68,7 @@ void add_replay_command(CLI::App& app) {
   cmd->add_option("--case", g->case_name, "Replay only the case with this name");
   cmd->add_option("--json", g->json, "Write a JSON report here");
   add_threads_option(cmd, g->threads);
-  cmd->add_option("--device", g->device, "cpu|cuda: where the engine runs (same bits)")
-      ->capture_default_str();
+  add_device_option(cmd, g->device);
   cmd->callback([g] { run_replay(*g); });
 }
 

@@ -39,6 +39,12 @@ CLI::Option* add_integer_option(CLI::App* app, const std::string& name, T& targe
   return opt;
 }
 
+// --device: cpu | cuda, read by parse_device() (device.hpp) when the command runs.
+inline CLI::Option* add_device_option(CLI::App* app, std::string& target) {
+  return app->add_option("--device", target, "cpu|cuda: where the GEMM engine runs (same bits)")
+      ->capture_default_str();
+}
+
 // --threads: 0 (every hardware thread) up to limits::kMaxThreads.
 template <class T>
 CLI::Option* add_threads_option(CLI::App* app, T& target) {
