@@ -146,18 +146,6 @@ Operands quantise(const ScalingSpec& sc, const Recipe& r, const InputMatrix& A,
           quantise_operand(sc, OperandRole::b, r.b_format, B.rows, B.cols, B.values, B.rows, threads)};
 }
 
-// B's scales as the all-pairs engine takes them: block scaling keeps one row per Nc rows
-// (quantise_operand repeats a block's scale on each of its rows).
-std::vector<float> engine_b_scales(const ScalingSpec& sc, const QuantisedOperand& qb) {
-  if (sc.granularity != ScaleGranularity::block) return qb.scales;
-  std::vector<float> out;
-  const std::size_t rows = qb.scales.size() / qb.scale_cols;
-  for (std::size_t r = 0; r < rows; r += sc.nc)
-    out.insert(out.end(), qb.scales.begin() + r * qb.scale_cols,
-               qb.scales.begin() + (r + 1) * qb.scale_cols);
-  return out;
-}
-
 GemmSpec engine_spec(const Recipe& r, const AnalyzeSpec& s) {
   GemmSpec g;
   g.a_format = r.a_format;
@@ -313,7 +301,7 @@ AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const Input
     Operands q = quantise(r.scaling, r, A, B, spec.threads);
     rr.saturated_a = q.a.saturated;
     rr.saturated_b = q.b.saturated;
-    const std::vector<float> sb = engine_b_scales(r.scaling, q.b);
+    const std::vector<float> sb = gemm_scales(r.scaling, OperandRole::b, q.b);
     const std::vector<float> D32 = run_gemm(g, q.a.operand, q.a.scales, q.b.operand, sb);
     const Energies err = error_of(D32, false);
     rr.signal_energy = signal.total;
@@ -338,7 +326,7 @@ AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const Input
         sc.encoding = ScaleEncoding::fp32;
         const Operands q32 = quantise(sc, r, A, B, spec.threads);
         stage(2, error_of(run_gemm(g, q32.a.operand, q32.a.scales, q32.b.operand,
-                                   engine_b_scales(sc, q32.b)), false));
+                                   gemm_scales(sc, OperandRole::b, q32.b)), false));
       }
       // accum: the exact model, same promotion and scales.
       if (!r.model.exact) {

@@ -107,6 +107,16 @@ double scale_for_amax(double amax, const FormatSpec& element, ScaleEncoding enc)
   return 1.0;
 }
 
+std::vector<float> gemm_scales(const ScalingSpec& s, OperandRole role, const QuantisedOperand& q) {
+  if (s.granularity != ScaleGranularity::block || role != OperandRole::b) return q.scales;
+  std::vector<float> out;
+  const std::size_t rows = q.scales.size() / q.scale_cols;
+  for (std::size_t r = 0; r < rows; r += s.nc)
+    out.insert(out.end(), q.scales.begin() + r * q.scale_cols,
+               q.scales.begin() + (r + 1) * q.scale_cols);
+  return out;
+}
+
 QuantisedOperand quantise_operand(const ScalingSpec& s, OperandRole role, const FormatSpec& f,
                                   int T, int K, std::span<const double> x, int tensor_rows,
                                   int threads) {

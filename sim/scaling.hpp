@@ -78,6 +78,11 @@ QuantisedOperand quantise_operand(const ScalingSpec& s, OperandRole role, const 
                                   int T, int K, std::span<const double> x, int tensor_rows,
                                   int threads = 0);
 
+// q's scales in the shape the all-pairs gemm() takes for engine_scaling(s): B's Nc x Nc
+// blocks one row per block (quantise_operand repeats a block's scale on each of its Nc
+// rows); every other operand's scales as they are, one row per row.
+std::vector<float> gemm_scales(const ScalingSpec& s, OperandRole role, const QuantisedOperand& q);
+
 // The dequantised value s * q of element (t, k), as the exact reference uses it.
 inline double dequantised(const QuantisedOperand& q, int K, std::size_t t, int k, int nc) {
   const double v = q.operand.value[t * K + k];

@@ -161,19 +161,15 @@ nb::tuple quantize(const AnyArray& x, const std::string& format, const std::stri
   }
   std::vector<std::uint32_t> codes(v.size());
   for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = encode(q.operand.value[i], f);
-  // Rows of scales: every row_step-th row (tensor: one; B's blocks: one per Nc rows).
+  // Scales in gemm()'s shape; a scale for the whole tensor is one scale (Scaling::tensor).
   const Scaling engine = engine_scaling(s);
-  std::size_t row_step = 1;
   std::string name(to_string(engine));
+  std::vector<float> scales = gemm_scales(s, r, q);
+  const std::size_t cols = q.scale_cols;
   if (s.granularity == ScaleGranularity::tensor && (tensor_rows <= 0 || tensor_rows >= T)) {
-    row_step = std::size_t(T);
+    scales.resize(std::min(scales.size(), cols));
     name = "tensor";
   }
-  if (s.granularity == ScaleGranularity::block && r == OperandRole::b) row_step = s.nc;
-  std::vector<float> scales;
-  const std::size_t cols = q.scale_cols;
-  for (std::size_t t = 0; t < std::size_t(T) && cols; t += row_step)
-    scales.insert(scales.end(), q.scales.begin() + t * cols, q.scales.begin() + (t + 1) * cols);
   const std::size_t rows = cols ? scales.size() / cols : 0;
   return nb::make_tuple(codes_to_numpy(std::move(codes), total_bits(f), v.shape),
                         to_numpy(std::move(scales), {rows, cols}), name,
