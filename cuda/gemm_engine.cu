@@ -6,11 +6,14 @@
 //   dot_kernel    one thread per output through gemm_engine_step.cuh's dot_output (fast
 //                 steps where exact, reference steps elsewhere): every other model, every
 //                 output the tiled kernel hands back (kRedoBits), and batched dot products.
-// Operands are uploaded once as values (alignment exponents are derived on the GPU); no
-// M x N x K temporaries. Every output is one fixed sequence along K, so results do not
+// Operands are uploaded once as values, or (resident GEMMs: codes already on the device)
+// decoded once there through the format's table; alignment exponents are derived on the
+// GPU; no M x N x K temporaries. Every output is one fixed sequence along K, so results do not
 // depend on the launch configuration or the stream.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -58,6 +61,52 @@ FastPath choose_fast(const DeviceGemm& g) {
   if (float_products && f + 2 + sum_bits <= 24 && f <= 20) return FastPath::f32;
   if (f + 2 + sum_bits <= 53 && f <= 49) return FastPath::f64;
   return FastPath::none;
+}
+
+// Resident GEMMs: codes -> values through the format's table, once per element; the smallest
+// index of a code beyond the table goes to *bad (initialised to n).
+__global__ void decode_kernel(const unsigned char* codes, std::size_t n, const float* lut,
+                              int lut_size, float* out, unsigned long long* bad) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const int c = codes[i];
+    if (c >= lut_size) {
+      atomicMin(bad, static_cast<unsigned long long>(i));
+      out[i] = 0.0f;
+    } else {
+      out[i] = lut[c];
+    }
+  }
+}
+
+// The values of n resident codes in a new device buffer (kept alive by keep); a code beyond
+// the table throws std::invalid_argument naming it, its (row, col) and the format.
+const float* decode_resident(const unsigned char* codes, std::size_t n, int cols,
+                             const float* lut, int lut_size, const char* name,
+                             cudaStream_t st, DeviceBuffer& keep, DeviceBuffer& keep_lut) {
+  if (n == 0) return nullptr;
+  float* d_lut = upload(lut, std::size_t(lut_size), st, keep_lut);
+  void* out = nullptr;
+  check(cudaMalloc(&out, n * sizeof(float) + sizeof(unsigned long long)), "cudaMalloc");
+  keep.reset(out);
+  auto* bad = reinterpret_cast<unsigned long long*>(static_cast<float*>(out) + n);
+  const unsigned long long none = n;
+  check(cudaMemcpyAsync(bad, &none, sizeof none, cudaMemcpyHostToDevice, st), "upload");
+  const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 1u << 16));
+  decode_kernel<<<blocks, 256, 0, st>>>(codes, n, d_lut, lut_size, static_cast<float*>(out), bad);
+  check(cudaGetLastError(), "decode kernel launch");
+  unsigned long long first = n;
+  check(cudaMemcpyAsync(&first, bad, sizeof first, cudaMemcpyDeviceToHost, st), "download");
+  check(cudaStreamSynchronize(st), "decode");
+  if (first < n) {
+    unsigned char code = 0;
+    check(cudaMemcpy(&code, codes + first, 1, cudaMemcpyDeviceToHost), "download");
+    char msg[160];
+    std::snprintf(msg, sizeof msg, "code %#x at (%llu, %llu) is not a code of %s", unsigned(code),
+                  first / unsigned(cols), first % unsigned(cols), name);
+    throw std::invalid_argument(msg);
+  }
+  return static_cast<const float*>(out);
 }
 
 __global__ void dot_kernel(const Params p) {
@@ -125,16 +174,18 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
     cudaGetLastError();
     throw std::runtime_error("device cuda: no CUDA device");
   }
+  if (launch.device >= 0) check(cudaSetDevice(launch.device), "set device");
   // The reference step's frames (WideSum, nested for c=add) outgrow the default stack.
   check(cudaDeviceSetLimit(cudaLimitStackSize, 8192), "stack size");
-  cudaStream_t st = nullptr;
-  if (launch.own_stream) check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
+  cudaStream_t st = static_cast<cudaStream_t>(launch.stream);
+  if (!st && launch.own_stream)
+    check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
   struct StreamGuard {
     cudaStream_t s;
     ~StreamGuard() {
       if (s) cudaStreamDestroy(s);
     }
-  } guard{st};
+  } guard{launch.stream ? nullptr : st};
 
   Params p;
   p.g = g;
@@ -147,16 +198,23 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
 
   const std::size_t outputs = std::size_t(g.M) * g.N;
   const std::size_t b_rows = g.batched ? std::size_t(g.M) : std::size_t(g.N);
-  DeviceBuffer bufA, bufB, bufC, bufSa, bufSb, bufD;
-  p.g.A = upload(g.A, std::size_t(g.M) * g.K, st, bufA);
-  p.g.B = upload(g.B, b_rows * g.K, st, bufB);
-  p.g.C = upload(g.C, g.C ? outputs : 0, st, bufC);
+  DeviceBuffer bufA, bufB, bufC, bufSa, bufSb, bufD, lutA, lutB;
+  if (g.resident) {  // codes, C and D on the device already: decode once, write D in place
+    p.g.A = decode_resident(g.A_codes, std::size_t(g.M) * g.K, g.K, g.a_lut, g.a_lut_size,
+                            g.a_name, st, bufA, lutA);
+    p.g.B = decode_resident(g.B_codes, b_rows * g.K, g.K, g.b_lut, g.b_lut_size, g.b_name, st,
+                            bufB, lutB);
+  } else {
+    p.g.A = upload(g.A, std::size_t(g.M) * g.K, st, bufA);
+    p.g.B = upload(g.B, b_rows * g.K, st, bufB);
+    p.g.C = upload(g.C, g.C ? outputs : 0, st, bufC);
+    void* d = nullptr;
+    check(cudaMalloc(&d, outputs * sizeof(float)), "cudaMalloc");
+    bufD.reset(d);
+    p.g.D = static_cast<float*>(d);
+  }
   p.g.sa = upload(g.sa, g.sa_size, st, bufSa);
   p.g.sb = upload(g.sb, g.sb_size, st, bufSb);
-  void* d = nullptr;
-  check(cudaMalloc(&d, outputs * sizeof(float)), "cudaMalloc");
-  bufD.reset(d);
-  p.g.D = static_cast<float*>(d);
 
   cudaEvent_t ev[2];
   for (auto& e : ev) check(cudaEventCreate(&e), "event");
@@ -164,8 +222,9 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
   const bool tiled = launch.kernel == 0 && launch_tiled_for(p, st);
   launch_dot(p, tiled, st);
   check(cudaEventRecord(ev[1], st), "event");
-  check(cudaMemcpyAsync(g.D, p.g.D, outputs * sizeof(float), cudaMemcpyDeviceToHost, st),
-        "download");
+  if (!g.resident)
+    check(cudaMemcpyAsync(g.D, p.g.D, outputs * sizeof(float), cudaMemcpyDeviceToHost, st),
+          "download");
   check(cudaStreamSynchronize(st), "kernel");
   float ms = 0;
   check(cudaEventElapsedTime(&ms, ev[0], ev[1]), "event");

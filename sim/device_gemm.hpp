@@ -70,6 +70,18 @@ struct DeviceGemm {
   const float* sb = nullptr;
   std::size_t sa_size = 0, sb_size = 0;
   float* D = nullptr;        // one per output, values of out_type (host memory)
+  // Resident GEMMs (gemm_resident): A_codes, B_codes, C and D are memory of the current
+  // CUDA device, A and B are unset, and the engine decodes each code once through the
+  // tables a_lut / b_lut (host, lut_size values: code -> value); a code >= lut_size is
+  // reported as not a code of a_name / b_name. Scales stay in host memory.
+  bool resident = false;
+  const unsigned char* A_codes = nullptr;
+  const unsigned char* B_codes = nullptr;
+  const float* a_lut = nullptr;
+  const float* b_lut = nullptr;
+  int a_lut_size = 256, b_lut_size = 256;
+  const char* a_name = "";
+  const char* b_name = "";
 };
 
 // How the engine launches (tests vary it; results never depend on it).
@@ -77,6 +89,9 @@ struct DeviceLaunch {
   int kernel = 0;            // 0: fastest available; 1: one thread per output everywhere
   bool own_stream = false;   // run on a stream of its own instead of the default stream
   double* kernel_seconds = nullptr;  // where set: the kernels' time (CUDA events), no copies
+  void* stream = nullptr;    // where set: this cudaStream_t (the caller's, e.g. torch's current
+                             // stream), which overrides own_stream
+  int device = -1;           // where >= 0: run on this CUDA device (resident operands' device)
 };
 
 // Runs g on the current CUDA device. Throws std::runtime_error("fp8sim was built without

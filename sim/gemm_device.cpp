@@ -1,6 +1,11 @@
 // gemm_device: a GemmSpec and decoded operands as the CUDA engine's plain-data DeviceGemm.
 #include "gemm_device.hpp"
 
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <vector>
+
 #include "device_gemm.hpp"
 
 namespace fp8sim {
@@ -30,30 +35,46 @@ DeviceModel device_model(const AccumulatorSpec& m) {
   return d;
 }
 
-DeviceGemm device_gemm(const GemmSpec& s, const Operand& A, const Operand& B,
-                       std::span<const float> C, std::span<const float> sa,
-                       std::span<const float> sb, std::span<float> D) {
+// The spec's model, promotion, scaling and formats (fa, fb: the operands') as numbers.
+DeviceGemm device_spec(const GemmSpec& s, const FormatSpec& fa, const FormatSpec& fb) {
   DeviceGemm g;
   g.model = device_model(s.model);
-  g.M = A.rows;
-  g.N = B.rows;
-  g.K = A.cols;
   g.promote_every = s.promote_every;
   g.scaled = s.scaling != Scaling::none;
   g.scale_block = s.scaling == Scaling::block ? s.block : s.scaling == Scaling::mx ? 32 : 0;
   g.order_cublaslt = s.order == ScaleOrder::cublaslt;
   g.out_type = device_format(s.out_type);
   g.out_fp32 = s.out_type.mantissa_bits == 23;
-  const FormatSpec& ua = s.model.unpack ? *s.model.unpack : A.format;
-  const FormatSpec& ub = s.model.unpack ? *s.model.unpack : B.format;
+  const FormatSpec& ua = s.model.unpack ? *s.model.unpack : fa;
+  const FormatSpec& ub = s.model.unpack ? *s.model.unpack : fb;
   g.a_align_min = min_normal_exponent(ua);
   g.b_align_min = min_normal_exponent(ub);
-  g.a_mantissa = A.format.mantissa_bits;
-  g.b_mantissa = B.format.mantissa_bits;
-  g.a_min_normal = min_normal_exponent(A.format);
-  g.b_min_normal = min_normal_exponent(B.format);
-  g.a_max_exponent = max_exponent(A.format);
-  g.b_max_exponent = max_exponent(B.format);
+  g.a_mantissa = fa.mantissa_bits;
+  g.b_mantissa = fb.mantissa_bits;
+  g.a_min_normal = min_normal_exponent(fa);
+  g.b_min_normal = min_normal_exponent(fb);
+  g.a_max_exponent = max_exponent(fa);
+  g.b_max_exponent = max_exponent(fb);
+  return g;
+}
+
+// Scale layout of a GEMM (not batched) of M x N outputs.
+void set_scale_layout(const GemmSpec& s, DeviceGemm& g) {
+  const ScaleShapes sh = scale_shapes(s, g.M, g.N, g.K);
+  g.a_cols = static_cast<int>(sh.a_cols);
+  g.b_cols = static_cast<int>(sh.b_cols);
+  g.a_bcast = sh.a_rows == 1;
+  g.b_bcast = sh.b_rows == 1;
+  g.b_div = s.scaling == Scaling::block ? s.block : 1;
+}
+
+DeviceGemm device_gemm(const GemmSpec& s, const Operand& A, const Operand& B,
+                       std::span<const float> C, std::span<const float> sa,
+                       std::span<const float> sb, std::span<float> D) {
+  DeviceGemm g = device_spec(s, A.format, B.format);
+  g.M = A.rows;
+  g.N = B.rows;
+  g.K = A.cols;
   g.A = A.value.data();
   g.B = B.value.data();
   g.C = C.empty() ? nullptr : C.data();
@@ -72,12 +93,7 @@ void gemm_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
                     std::span<const float> sb, std::span<float> D,
                     const DeviceLaunch& launch) {
   DeviceGemm g = device_gemm(s, A, B, C, sa, sb, D);
-  const ScaleShapes sh = scale_shapes(s, g.M, g.N, g.K);
-  g.a_cols = static_cast<int>(sh.a_cols);
-  g.b_cols = static_cast<int>(sh.b_cols);
-  g.a_bcast = sh.a_rows == 1;
-  g.b_bcast = sh.b_rows == 1;
-  g.b_div = s.scaling == Scaling::block ? s.block : 1;
+  set_scale_layout(s, g);
   run_device_gemm(g, launch);
 }
 
@@ -90,6 +106,54 @@ void batched_dot_on_device(const GemmSpec& s, const Operand& A, const Operand& B
   const int per_row = g.scale_block == 0 ? 1 : (g.K + g.scale_block - 1) / g.scale_block;
   g.a_cols = g.b_cols = per_row;
   run_device_gemm(g);
+}
+
+void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A,
+                   const std::uint8_t* B, const float* C, std::span<const float> sa,
+                   std::span<const float> sb, float* D, void* stream,
+                   int device) {
+  validate(s, M, N, K);
+  for (const FormatSpec* f : {&s.a_format, &s.b_format})
+    if (total_bits(*f) > 8)
+      throw std::invalid_argument(fmt::format(
+          "format {} has {} bits: 8-bit codes cannot hold it", f->name, total_bits(*f)));
+  const ScaleShapes sh = scale_shapes(s, M, N, K);
+  if (s.scaling != Scaling::none &&
+      (sa.size() != sh.a_rows * sh.a_cols || sb.size() != sh.b_rows * sh.b_cols))
+    throw std::invalid_argument(fmt::format(
+        "scales: A has {} and B {} elements, expected {} and {}", sa.size(), sb.size(),
+        sh.a_rows * sh.a_cols, sh.b_rows * sh.b_cols));
+  // Code -> value tables (every code of the format; larger codes are reported as bad).
+  auto table = [](const FormatSpec& f) {
+    std::vector<float> t(code_count(f));
+    for (std::uint32_t c = 0; c < t.size(); ++c) t[c] = static_cast<float>(decode(f, c));
+    return t;
+  };
+  const std::vector<float> lut_a = table(s.a_format), lut_b = table(s.b_format);
+  DeviceGemm g = device_spec(s, s.a_format, s.b_format);
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  set_scale_layout(s, g);
+  g.resident = true;
+  g.A_codes = A;
+  g.B_codes = B;
+  g.a_lut = lut_a.data();
+  g.b_lut = lut_b.data();
+  g.a_lut_size = static_cast<int>(lut_a.size());
+  g.b_lut_size = static_cast<int>(lut_b.size());
+  g.a_name = s.a_format.name.c_str();
+  g.b_name = s.b_format.name.c_str();
+  g.C = C;
+  g.sa = sa.data();
+  g.sb = sb.data();
+  g.sa_size = sa.size();
+  g.sb_size = sb.size();
+  g.D = D;
+  DeviceLaunch launch;
+  launch.stream = stream;
+  launch.device = device;
+  run_device_gemm(g, launch);
 }
 
 }  // namespace fp8sim

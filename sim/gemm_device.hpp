@@ -20,4 +20,16 @@ void batched_dot_on_device(const GemmSpec& s, const Operand& A, const Operand& B
                            std::span<const float> C, std::span<const float> sa,
                            std::span<const float> sb, std::span<float> D);
 
+// gemm() on operands already in CUDA device memory (e.g. torch CUDA tensors), with no copy
+// of them: A (M x K) and B (N x K) one-byte codes of s.a_format / s.b_format, C (M x N
+// float32, or null) and D (M x N float32) on the current CUDA device; scales (host) as
+// gemm() takes them. The engine decodes each code once on the device and writes D in place,
+// on `stream` (a cudaStream_t; null: the default stream) of CUDA device `device` (-1: the
+// current one), and returns when D is written.
+// Checks as gemm() does (bad codes too); throws std::invalid_argument naming the problem.
+void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A,
+                   const std::uint8_t* B, const float* C, std::span<const float> sa,
+                   std::span<const float> sb, float* D, void* stream = nullptr,
+                   int device = -1);
+
 }  // namespace fp8sim

@@ -7,7 +7,8 @@ replay (``replay``) and black-box probing (``probe``). PyTorch integration lives
 ``fp8sim.torch`` (``import fp8sim.torch``).
 
 Arrays: NumPy arrays and CPU torch tensors (FP8 dtypes included, viewed as uint8) reach the
-core without copies; results are NumPy arrays. Bad input raises ValueError or RuntimeError
+core without copies; results are NumPy arrays. ``gemm`` also takes torch CUDA tensors: they
+go to the CUDA engine as device pointers (no copy) and the result is a CUDA tensor. Bad input raises ValueError or RuntimeError
 carrying the CLI's one-line message.
 """
 from __future__ import annotations
@@ -41,8 +42,8 @@ def as_array(x: ArrayLike, dtype: Optional[type] = None) -> np.ndarray:
     if mod.startswith("torch"):
         t = x.detach()
         if t.device.type != "cpu":
-            raise ValueError(f"tensor on {t.device}: fp8sim runs CPU tensors (the CUDA engine "
-                             "is not in this build)")
+            raise ValueError(f"tensor on {t.device}: only gemm() takes CUDA tensors; move "
+                             "this argument to the CPU")
         if t.dtype.itemsize == 1 and t.dtype.is_floating_point:
             import torch
             t = t.view(torch.uint8)
@@ -200,6 +201,12 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
     of that type), ``device`` cpu|cuda, ``threads`` (0 all; never changes a result).
     Operands are not copied; the engine decodes each once.
 
+    torch CUDA tensors for ``a`` and ``b`` (and ``c``) run on the CUDA engine on their own
+    device and torch's current stream, as device pointers (no copy; they must be
+    C-contiguous), and D comes back as a float32 CUDA tensor on that device; ``device`` is
+    then None or ``"cuda"``. Scales may be CUDA tensors too (they are small: they are
+    copied to the host).
+
     >>> import ml_dtypes; r = np.random.default_rng(0)
     >>> A = r.normal(size=(2, 256)).astype(ml_dtypes.float8_e4m3fn)
     >>> B = r.normal(size=(3, 256)).astype(ml_dtypes.float8_e4m3fn)
@@ -207,11 +214,54 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
     array([[ -7.03125  ,  21.326172 ,  -7.1191406],
            [  3.2016602,  30.339844 , -11.560547 ]], dtype=float32)
     """
+    if _on_cuda(a) or _on_cuda(b):
+        return _gemm_cuda(a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales,
+                          scaling, block, scale_order, out_type, device)
     return _core.gemm(
         _codes(a, np.uint8), _codes(b, np.uint8), None if c is None else as_array(c), a_format, b_format, model,
         promote_every, None if a_scales is None else as_array(a_scales),
         None if b_scales is None else as_array(b_scales), scaling or "", block, scale_order,
         out_type, device or "cpu", threads)
+
+
+def _on_cuda(x: ArrayLike) -> bool:
+    return type(x).__module__.startswith("torch") and x.device.type == "cuda"
+
+
+def _gemm_cuda(a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales, scaling,
+               block, scale_order, out_type, device):
+    """gemm() on torch CUDA tensors: the CUDA engine reads them in place."""
+    import torch
+    if device not in (None, "cuda"):
+        raise ValueError(f"device {device!r}: a and b are CUDA tensors (device must be None or "
+                         "'cuda')")
+    for name, t in (("a", a), ("b", b), ("c", c)):
+        if t is None:
+            continue
+        if not _on_cuda(t):
+            raise ValueError(f"{name}: on {getattr(t, 'device', 'the host')}, while the operands "
+                             f"are CUDA tensors on {a.device if _on_cuda(a) else b.device}")
+        if not t.is_contiguous():
+            raise ValueError(f"{name}: not contiguous (CUDA operands are read in place; call "
+                             ".contiguous() first)")
+
+    def codes(t):
+        t = t.detach()
+        return t.view(torch.uint8) if t.dtype.itemsize == 1 and t.dtype.is_floating_point else t
+
+    def host(x):
+        if x is None:
+            return None
+        if type(x).__module__.startswith("torch"):
+            x = x.detach().cpu()
+        return as_array(x)
+
+    out = torch.empty((a.shape[0], b.shape[0]), dtype=torch.float32, device=a.device)
+    stream = torch.cuda.current_stream(a.device).cuda_stream
+    _core.gemm_cuda(codes(a), codes(b), None if c is None else c.detach(), out, a_format,
+                    b_format, model, promote_every, host(a_scales), host(b_scales),
+                    scaling or "", block, scale_order, out_type, stream)
+    return out
 
 
 def models() -> list[tuple[str, str, str]]:

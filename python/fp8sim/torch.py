@@ -2,9 +2,10 @@
 
 Every numeric step runs in fp8sim's C++ core through three ``torch.library`` custom ops with
 fake kernels (``fp8sim::gemm``, ``fp8sim::quantize``, ``fp8sim::encode``), so the functions
-here work under ``torch.compile(fullgraph=True)``. CPU tensors now; CUDA tensors raise: the
-pip-built module does not include the CUDA engine yet (``fp8sim gemm --device cuda`` and the
-experiments have it), and CUDA tensors will go to it through ``device="cuda"``.
+here work under ``torch.compile(fullgraph=True)``. CPU and CUDA tensors: on CUDA tensors
+``fp8sim::gemm`` runs the CUDA engine in place (device pointers, torch's current stream, the
+same bits as the CPU engine), while ``fp8sim::quantize`` and ``fp8sim::encode`` (elementwise)
+run on the CPU and return tensors on the input's device.
 
 What ``scaled_mm`` models of cuBLASLt (``torch._scaled_mm`` on an H100), and what it does not
 yet: the accumulation is measured (``fp8sim-hw``: Hopper ``wgmma`` promoted to FP32 every 128
@@ -58,6 +59,9 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c: Optional[torch.Tensor] = None,
     >>> torch.ops.fp8sim.gemm(a, a).item()
     32.0
     """
+    if a.is_cuda or b.is_cuda:
+        return _fp8sim.gemm(a, b, c, a_format, b_format, model, promote_every, a_scales,
+                            b_scales, scaling or None, block, scale_order, out_type, None)
     d = _fp8sim.gemm(a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales,
                      scaling or None, block, scale_order, out_type, "cpu", threads)
     return torch.from_numpy(d)
@@ -95,10 +99,10 @@ def quantize(x: torch.Tensor, fmt: str = "e4m3", granularity: str = "tensor",
     >>> codes.tolist(), scales.tolist()
     ([[48, 126]], [[2.0]])
     """
-    q = _fp8sim.quantize(x.detach(), fmt, granularity, scale_encoding or None, role=role)
+    q = _fp8sim.quantize(x.detach().cpu(), fmt, granularity, scale_encoding or None, role=role)
     if q.codes.dtype.itemsize != 1:
         raise ValueError(f"fp8sim::quantize: format {fmt} has more than 8 bits")
-    return torch.from_numpy(q.codes), torch.from_numpy(q.scales)
+    return (torch.from_numpy(q.codes).to(x.device), torch.from_numpy(q.scales).to(x.device))
 
 
 @quantize.register_fake
@@ -117,10 +121,10 @@ def encode(x: torch.Tensor, fmt: str = "e4m3", rounding: str = "rne",
     >>> torch.ops.fp8sim.encode(torch.tensor([0.1, 500.0])).tolist()
     [29, 126]
     """
-    c = _fp8sim.encode(x.detach(), fmt, rounding, overflow, seed)
+    c = _fp8sim.encode(x.detach().cpu(), fmt, rounding, overflow, seed)
     if c.dtype.itemsize != 1:
         raise ValueError(f"fp8sim::encode: format {fmt} has more than 8 bits")
-    return torch.from_numpy(c)
+    return torch.from_numpy(c).to(x.device)
 
 
 @encode.register_fake
@@ -213,6 +217,10 @@ class _Emulate(TorchDispatchMode):
         if _SCALED_MM_V2 is not None and func is _SCALED_MM_V2.default:
             self.calls += 1
             return _scaled_mm_v2(*args, **kwargs, **self.kw)
+        if any(t is not torch.Tensor for t in types):
+            # Tensor subclasses (torchao's Float8TrainingTensor, ...) first: their own
+            # dispatch then issues the plain _scaled_mm this mode routes.
+            return NotImplemented
         return func(*args, **kwargs)
 
 

@@ -25,9 +25,9 @@ std::string descr_of(nb::dlpack::dtype t) {
     default: return fmt::format("dlpack-code{}-bits{}", int(t.code), int(t.bits));
   }
 }
-}  // namespace
 
-View view(const AnyArray& a, std::string_view name, std::string_view descr, int ndim) {
+template <class Array>
+View checked_view(const Array& a, std::string_view name, std::string_view descr, int ndim) {
   View v;
   v.descr = descr_of(a.dtype());
   for (std::size_t i = 0; i < a.ndim(); ++i) v.shape.push_back(a.shape(i));
@@ -43,6 +43,16 @@ View view(const AnyArray& a, std::string_view name, std::string_view descr, int 
     expect *= std::int64_t(a.shape(i));
   }
   return v;
+}
+
+}  // namespace
+
+View view(const AnyArray& a, std::string_view name, std::string_view descr, int ndim) {
+  return checked_view(a, name, descr, ndim);
+}
+
+View view(const CudaArray& a, std::string_view name, std::string_view descr, int ndim) {
+  return checked_view(a, name, descr, ndim);
 }
 
 nb::object codes_to_numpy(std::vector<std::uint32_t>&& codes, int bits,

@@ -15,6 +15,9 @@ namespace nb = nanobind;
 
 // Any CPU array, read-only, as the caller passed it (no conversion, no copy).
 using AnyArray = nb::ndarray<nb::ro, nb::device::cpu>;
+// Any CUDA device array (torch CUDA tensors, through DLPack), read-only / written in place.
+using CudaArray = nb::ndarray<nb::ro, nb::device::cuda>;
+using CudaOut = nb::ndarray<float, nb::device::cuda>;
 
 // A checked view of an argument: its .npy dtype spelling ("|u1", "<f4", ...), shape and data.
 struct View {
@@ -28,6 +31,7 @@ struct View {
 // C-contiguous, or when `descr` is not empty and differs ("<name>: expected dtype |u1, got
 // <f4"), or when `ndim` >= 0 and the rank differs.
 View view(const AnyArray& a, std::string_view name, std::string_view descr = "", int ndim = -1);
+View view(const CudaArray& a, std::string_view name, std::string_view descr = "", int ndim = -1);
 
 // A NumPy array that owns `v` (moved, no copy) with the given shape.
 template <class T>

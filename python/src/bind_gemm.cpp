@@ -12,6 +12,7 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "gemm.hpp"
+#include "gemm_device.hpp"
 #include "gemm_inputs.hpp"
 
 namespace fp8sim::py {
@@ -50,6 +51,48 @@ nb::ndarray<nb::numpy, float> run_gemm(const AnyArray& a, const AnyArray& b,
   return to_numpy(std::move(D), {M, N});
 }
 
+// gemm() on CUDA device arrays, in place and without copies: D (M x N float32, on the same
+// device) is written by the CUDA engine on `stream`; scales are host arrays.
+void run_gemm_cuda(const CudaArray& a, const CudaArray& b, const std::optional<CudaArray>& c,
+                   CudaOut& d, const std::optional<AnyArray>& a_scales,
+                   const std::optional<AnyArray>& b_scales, const GemmOptions& g,
+                   std::uintptr_t stream) {
+  const GemmSpec s = gemm_spec(g, a_scales.has_value(), b_scales.has_value());
+  const View A = view(a, "a", "|u1", 2), B = view(b, "b", "|u1", 2);
+  const std::size_t M = A.shape[0], K = A.shape[1], N = B.shape[0];
+  check_gemm_problem("a", "b", M, K, N, B.shape[1]);
+  const int device = a.device_id();
+  auto same_device = [&](int id, const char* what) {
+    if (id != device)
+      throw std::runtime_error(fmt::format("{}: on CUDA device {}, a on device {}", what, id, device));
+  };
+  same_device(b.device_id(), "b");
+  same_device(d.device_id(), "out");
+  if (d.ndim() != 2 || d.shape(0) != M || d.shape(1) != N || d.stride(0) != std::int64_t(N) ||
+      (N > 1 && d.stride(1) != 1))
+    throw std::runtime_error(fmt::format("out: expected a C-contiguous ({}, {}) float32 array", M, N));
+  const float* C = nullptr;
+  if (c) {
+    same_device(c->device_id(), "c");
+    const View v = view(*c, "c", "<f4", 2);
+    if (v.shape != std::vector<std::size_t>{M, N})
+      throw std::runtime_error(fmt::format("c: expected shape ({}, {}), got ({}, {})", M, N,
+                                           v.shape[0], v.shape[1]));
+    C = static_cast<const float*>(v.data);
+  }
+  std::vector<float> sa, sb;
+  if (s.scaling != Scaling::none) {
+    const ScaleShapes sh = scale_shapes(s, int(M), int(N), int(K));
+    const View va = view(*a_scales, "a_scales"), vb = view(*b_scales, "b_scales");
+    sa = scale_values("a_scales", {va.descr, va.shape, va.data}, s.scaling, sh.a_rows, sh.a_cols);
+    sb = scale_values("b_scales", {vb.descr, vb.shape, vb.data}, s.scaling, sh.b_rows, sh.b_cols);
+  }
+  nb::gil_scoped_release release;
+  gemm_resident(s, int(M), int(N), int(K), static_cast<const std::uint8_t*>(A.data),
+                static_cast<const std::uint8_t*>(B.data), C, sa, sb, d.data(),
+                reinterpret_cast<void*>(stream), device);
+}
+
 std::vector<std::tuple<std::string, std::string, std::string>> models() {
   std::vector<std::tuple<std::string, std::string, std::string>> out;
   for (const auto& m : accumulator_presets()) out.emplace_back(m.name, describe(m), m.evidence);
@@ -76,6 +119,23 @@ void bind_gemm(nb::module_& m) {
       nb::arg("b_scales").none(), nb::arg("scaling"), nb::arg("block"), nb::arg("scale_order"),
       nb::arg("out_type"), nb::arg("device"), nb::arg("threads"),
       "D = A B^T through an accumulator model, as `fp8sim gemm`.");
+  m.def(
+      "gemm_cuda",
+      [](const CudaArray& a, const CudaArray& b, const std::optional<CudaArray>& c, CudaOut& out,
+         const std::string& a_format, const std::string& b_format, const std::string& model,
+         int promote_every, const std::optional<AnyArray>& a_scales,
+         const std::optional<AnyArray>& b_scales, const std::string& scaling, int block,
+         const std::string& scale_order, const std::string& out_type, std::uintptr_t stream) {
+        run_gemm_cuda(a, b, c, out, a_scales, b_scales,
+                      {a_format, b_format, model, promote_every, scaling, block, scale_order,
+                       out_type, 0, "cuda"},
+                      stream);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("out"), nb::arg("a_format"),
+      nb::arg("b_format"), nb::arg("model"), nb::arg("promote_every"),
+      nb::arg("a_scales").none(), nb::arg("b_scales").none(), nb::arg("scaling"),
+      nb::arg("block"), nb::arg("scale_order"), nb::arg("out_type"), nb::arg("stream"),
+      "out = A B^T on CUDA device arrays through the CUDA engine, in place on `stream`.");
   m.def("models", &models, "(name, parameters, evidence) of every accumulator preset.");
   m.def("describe_model", [](const std::string& name) { return describe(accumulator_by_name(name)); },
         nb::arg("model"), "A model's parameters, as `fp8sim models` prints them.");

@@ -1,0 +1,153 @@
+# test_cuda: torch CUDA tensors through the CUDA engine -- the CPU engine's bits, in place
+# (device pointers, no operand copies), on torch's current stream; ops, opcheck, compile and
+# Float8Linear on CUDA. Needs a GPU and a module built with the CUDA engine: skipped otherwise.
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import fp8sim  # noqa: E402
+import fp8sim.torch as ft  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+
+def _cuda_engine_reason():
+    if not torch.cuda.is_available():
+        return "waived: no CUDA device"
+    a = torch.zeros(1, 32, dtype=torch.uint8, device="cuda")
+    try:
+        fp8sim.gemm(a, a)
+    except RuntimeError as e:
+        return f"waived: {e}"
+    return None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def need_cuda_engine():
+    reason = _cuda_engine_reason()
+    if reason:
+        pytest.skip(reason)
+
+
+def codes(rng, shape, fmt="e4m3", special=False):
+    """Random codes of an 8-bit format: normal draws encoded, plus NaN/Inf/zero/subnormal
+    codes where special=True."""
+    x = rng.normal(scale=4.0, size=shape)
+    c = fp8sim.encode(x, fmt).astype(np.uint8)
+    if special:
+        all_codes, values = fp8sim.table(fmt)
+        odd = ~np.isfinite(values) | (values == 0) | (np.abs(values) < 2.0 ** -6)
+        pool = all_codes[odd].astype(np.uint8)
+        mask = rng.random(size=shape) < 0.02
+        c[mask] = rng.choice(pool, size=int(mask.sum()))
+    return c
+
+
+def same_bits(x: np.ndarray, y: np.ndarray) -> bool:
+    """Equal bits, NaN equal to any NaN (the engines' NaN payloads differ)."""
+    nx, ny = np.isnan(x), np.isnan(y)
+    return bool(np.array_equal(nx, ny) and np.array_equal(x.view(np.uint32)[~nx],
+                                                          y.view(np.uint32)[~ny]))
+
+
+GRID = [
+    dict(model="hopper-wgmma", promote_every=0),
+    dict(model="hopper-wgmma", promote_every=128),
+    dict(model="hopper-mma-sync"),
+    dict(model="hopper-wgmma-f16", out_type="f16"),
+    dict(model="exact", out_type="bf16"),
+    dict(model="custom:group=16,frac=20,out=24,cut=rne"),
+    dict(model="hopper-wgmma", promote_every=128, scaling="row"),
+    dict(model="hopper-wgmma", promote_every=128, scaling="block", scale_order="cublaslt"),
+    dict(model="hopper-wgmma", a_format="e5m2", b_format="e4m3"),
+]
+
+
+@pytest.mark.parametrize("kw", GRID, ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()))
+def test_cuda_tensors_give_cpu_bits(rng, kw):
+    M, N, K = 33, 70, 512
+    kw = dict(kw)
+    a = codes(rng, (M, K), kw.get("a_format", "e4m3"), special=True)
+    b = codes(rng, (N, K), kw.get("b_format", "e4m3"), special=True)
+    c = rng.normal(size=(M, N)).astype(np.float32)
+    scales = {}
+    if kw.get("scaling") == "row":
+        scales = dict(a_scales=rng.uniform(0.1, 4, size=(M, 1)).astype(np.float32),
+                      b_scales=rng.uniform(0.1, 4, size=(N, 1)).astype(np.float32))
+    elif kw.get("scaling") == "block":
+        scales = dict(a_scales=rng.uniform(0.1, 4, size=(M, K // 128)).astype(np.float32),
+                      b_scales=rng.uniform(0.1, 4, size=((N + 127) // 128, K // 128)).astype(np.float32))
+    want = fp8sim.gemm(a, b, c, **kw, **scales)
+    dev = {k: torch.from_numpy(v).cuda() for k, v in scales.items()}
+    got = fp8sim.gemm(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(),
+                      torch.from_numpy(c).cuda(), **kw, **dev)
+    assert got.device.type == "cuda" and got.dtype == torch.float32
+    assert same_bits(want, got.cpu().numpy())
+
+
+def test_fp8_dtypes_in_place_and_on_the_current_stream(rng):
+    a = torch.from_numpy(rng.normal(size=(64, 256)).astype(np.float32)).cuda().to(torch.float8_e4m3fn)
+    b = torch.from_numpy(rng.normal(size=(48, 256)).astype(np.float32)).cuda().to(torch.float8_e4m3fn)
+    pa, pb = a.data_ptr(), b.data_ptr()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        got = fp8sim.gemm(a, b)
+    s.synchronize()
+    # Operands read in place: neither was replaced, moved or converted by the call.
+    assert (a.data_ptr(), b.data_ptr()) == (pa, pb) and a.dtype == torch.float8_e4m3fn
+    want = fp8sim.gemm(a.cpu(), b.cpu())
+    assert same_bits(want, got.cpu().numpy())
+
+
+def test_bad_input_on_cuda_is_one_line(rng):
+    a = torch.zeros(4, 64, dtype=torch.uint8, device="cuda")
+    with pytest.raises(ValueError, match="not contiguous"):
+        fp8sim.gemm(a[:, ::2], a[:, ::2])
+    with pytest.raises(ValueError, match="CUDA tensors"):
+        fp8sim.gemm(a, a.cpu())
+    with pytest.raises(RuntimeError, match="K differs|K"):
+        fp8sim.gemm(a, a[:, :32].contiguous())
+    bad = torch.full((4, 64), 0xF0, dtype=torch.uint8, device="cuda")
+    with pytest.raises((ValueError, RuntimeError), match="is not a code of e2m1"):
+        fp8sim.gemm(bad, bad, a_format="e2m1", b_format="e2m1")
+
+
+def test_ops_opcheck_and_compile_on_cuda(rng):
+    a = torch.from_numpy(codes(rng, (8, 256))).cuda()
+    b = torch.from_numpy(codes(rng, (5, 256))).cuda()
+    x = torch.from_numpy(rng.normal(size=(8, 256)).astype(np.float32)).cuda()
+    for op, args, kwargs in [
+        (torch.ops.fp8sim.gemm.default, (a, b), dict(promote_every=128)),
+        (torch.ops.fp8sim.quantize.default, (x,), dict(granularity="block:128")),
+        (torch.ops.fp8sim.encode.default, (x,), dict(fmt="e5m2")),
+    ]:
+        torch.library.opcheck(op, args, kwargs)
+
+    def f(a, b):
+        return torch.ops.fp8sim.gemm(a, b, promote_every=128) * 2
+
+    got = torch.compile(f, fullgraph=True)(a, b)
+    assert same_bits(f(a.cpu(), b.cpu()).numpy(), got.cpu().numpy())
+
+
+def test_scaled_mm_and_float8_linear_on_cuda_match_cpu(rng):
+    a = torch.from_numpy(rng.normal(size=(32, 256)).astype(np.float32)).to(torch.float8_e4m3fn)
+    b = torch.from_numpy(rng.normal(size=(64, 256)).astype(np.float32)).to(torch.float8_e4m3fn)
+    sa, sb = torch.tensor(0.1234567), torch.tensor(7.654321)
+    want = ft.scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16)
+    got = ft.scaled_mm(a.cuda(), b.cuda().t(), sa.cuda(), sb.cuda(), out_dtype=torch.bfloat16)
+    assert got.device.type == "cuda" and torch.equal(want, got.cpu())
+
+    torch.manual_seed(0)
+    cpu = ft.Float8Linear(256, 128, recipe="deepseek-v3")
+    gpu = ft.Float8Linear(256, 128, recipe="deepseek-v3").cuda()
+    gpu.load_state_dict(cpu.state_dict())
+    x = torch.from_numpy(rng.normal(size=(16, 256)).astype(np.float32))
+    xc = x.cuda().requires_grad_()
+    x.requires_grad_()
+    y, yc = cpu(x), gpu(xc)
+    y.square().sum().backward()
+    yc.square().sum().backward()
+    assert torch.equal(y.detach(), yc.detach().cpu())
+    assert torch.equal(x.grad, xc.grad.cpu())
+    assert torch.equal(cpu.weight.grad, gpu.weight.grad.cpu())
