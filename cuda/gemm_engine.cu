@@ -14,9 +14,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "device_gemm.hpp"
 #include "gemm_engine_tiled.cuh"
@@ -79,34 +81,65 @@ __global__ void decode_kernel(const unsigned char* codes, std::size_t n, const f
   }
 }
 
-// The values of n resident codes in a new device buffer (kept alive by keep); a code beyond
-// the table throws std::invalid_argument naming it, its (row, col) and the format.
-const float* decode_resident(const unsigned char* codes, std::size_t n, int cols,
-                             const float* lut, int lut_size, const char* name,
-                             cudaStream_t st, DeviceBuffer& keep, DeviceBuffer& keep_lut) {
-  if (n == 0) return nullptr;
-  float* d_lut = upload(lut, std::size_t(lut_size), st, keep_lut);
-  void* out = nullptr;
-  check(cudaMalloc(&out, n * sizeof(float) + sizeof(unsigned long long)), "cudaMalloc");
-  keep.reset(out);
-  auto* bad = reinterpret_cast<unsigned long long*>(static_cast<float*>(out) + n);
-  const unsigned long long none = n;
-  check(cudaMemcpyAsync(bad, &none, sizeof none, cudaMemcpyHostToDevice, st), "upload");
-  const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 1u << 16));
-  decode_kernel<<<blocks, 256, 0, st>>>(codes, n, d_lut, lut_size, static_cast<float*>(out), bad);
-  check(cudaGetLastError(), "decode kernel launch");
-  unsigned long long first = n;
-  check(cudaMemcpyAsync(&first, bad, sizeof first, cudaMemcpyDeviceToHost, st), "download");
-  check(cudaStreamSynchronize(st), "decode");
-  if (first < n) {
+// Resident operands decoded on the device: one allocation holds A's and B's values, both
+// code tables and the two bad-code indices; checked after the GEMM (one synchronisation).
+struct ResidentOperands {
+  DeviceBuffer keep;
+  const float* A = nullptr;
+  const float* B = nullptr;
+  unsigned long long* bad = nullptr;  // device: first bad index of A, then of B
+};
+
+ResidentOperands decode_resident(const DeviceGemm& g, std::size_t a_n, std::size_t b_n,
+                                 cudaStream_t st) {
+  // Host staging, uploaded at once: the two indices set to "none" (a_n, b_n; first, so that
+  // they are 8-byte aligned), then both tables; the values follow on the device.
+  const std::size_t la = std::size_t(g.a_lut_size), lb = std::size_t(g.b_lut_size);
+  std::vector<float> stage(4 + la + lb);
+  const unsigned long long none[2] = {a_n, b_n};
+  std::memcpy(stage.data(), none, sizeof none);
+  std::copy(g.a_lut, g.a_lut + la, stage.begin() + 4);
+  std::copy(g.b_lut, g.b_lut + lb, stage.begin() + 4 + la);
+  ResidentOperands r;
+  void* mem = nullptr;
+  check(cudaMalloc(&mem, (stage.size() + a_n + b_n) * sizeof(float)), "cudaMalloc");
+  r.keep.reset(mem);
+  float* base = static_cast<float*>(mem);
+  check(cudaMemcpyAsync(base, stage.data(), stage.size() * sizeof(float), cudaMemcpyHostToDevice,
+                        st), "upload");
+  r.bad = reinterpret_cast<unsigned long long*>(base);
+  const float* tables = base + 4;
+  float* values = base + stage.size();
+  auto launch = [&](const unsigned char* codes, std::size_t n, const float* lut, int size,
+                    float* out, unsigned long long* bad) {
+    if (n == 0) return;
+    const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 1u << 16));
+    decode_kernel<<<blocks, 256, 0, st>>>(codes, n, lut, size, out, bad);
+    check(cudaGetLastError(), "decode kernel launch");
+  };
+  launch(g.A_codes, a_n, tables, g.a_lut_size, values, r.bad);
+  launch(g.B_codes, b_n, tables + la, g.b_lut_size, values + a_n, r.bad + 1);
+  r.A = values;
+  r.B = values + a_n;
+  return r;
+}
+
+// After the GEMM's synchronisation: a code beyond its table throws std::invalid_argument
+// naming the code, its (row, col) and the format.
+void check_resident_codes(const DeviceGemm& g, std::size_t a_n, std::size_t b_n,
+                          const unsigned long long first[2]) {
+  const std::size_t n[2] = {a_n, b_n};
+  const unsigned char* codes[2] = {g.A_codes, g.B_codes};
+  const char* names[2] = {g.a_name, g.b_name};
+  for (int i = 0; i < 2; ++i) {
+    if (first[i] >= n[i]) continue;
     unsigned char code = 0;
-    check(cudaMemcpy(&code, codes + first, 1, cudaMemcpyDeviceToHost), "download");
+    check(cudaMemcpy(&code, codes[i] + first[i], 1, cudaMemcpyDeviceToHost), "download");
     char msg[160];
-    std::snprintf(msg, sizeof msg, "code %#x at (%llu, %llu) is not a code of %s", unsigned(code),
-                  first / unsigned(cols), first % unsigned(cols), name);
+    std::snprintf(msg, sizeof msg, "code %#x at (%llu, %llu) is not a code of %s",
+                  unsigned(code), first[i] / unsigned(g.K), first[i] % unsigned(g.K), names[i]);
     throw std::invalid_argument(msg);
   }
-  return static_cast<const float*>(out);
 }
 
 __global__ void dot_kernel(const Params p) {
@@ -176,7 +209,9 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
   }
   if (launch.device >= 0) check(cudaSetDevice(launch.device), "set device");
   // The reference step's frames (WideSum, nested for c=add) outgrow the default stack.
-  check(cudaDeviceSetLimit(cudaLimitStackSize, 8192), "stack size");
+  std::size_t stack = 0;
+  check(cudaDeviceGetLimit(&stack, cudaLimitStackSize), "stack size");
+  if (stack < 8192) check(cudaDeviceSetLimit(cudaLimitStackSize, 8192), "stack size");
   cudaStream_t st = static_cast<cudaStream_t>(launch.stream);
   if (!st && launch.own_stream)
     check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
@@ -198,12 +233,13 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
 
   const std::size_t outputs = std::size_t(g.M) * g.N;
   const std::size_t b_rows = g.batched ? std::size_t(g.M) : std::size_t(g.N);
-  DeviceBuffer bufA, bufB, bufC, bufSa, bufSb, bufD, lutA, lutB;
+  DeviceBuffer bufA, bufB, bufC, bufSa, bufSb, bufD;
+  const std::size_t a_n = std::size_t(g.M) * g.K, b_n = b_rows * g.K;
+  ResidentOperands res;
   if (g.resident) {  // codes, C and D on the device already: decode once, write D in place
-    p.g.A = decode_resident(g.A_codes, std::size_t(g.M) * g.K, g.K, g.a_lut, g.a_lut_size,
-                            g.a_name, st, bufA, lutA);
-    p.g.B = decode_resident(g.B_codes, b_rows * g.K, g.K, g.b_lut, g.b_lut_size, g.b_name, st,
-                            bufB, lutB);
+    res = decode_resident(g, a_n, b_n, st);
+    p.g.A = res.A;
+    p.g.B = res.B;
   } else {
     p.g.A = upload(g.A, std::size_t(g.M) * g.K, st, bufA);
     p.g.B = upload(g.B, b_rows * g.K, st, bufB);
@@ -222,14 +258,24 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
   const bool tiled = launch.kernel == 0 && launch_tiled_for(p, st);
   launch_dot(p, tiled, st);
   check(cudaEventRecord(ev[1], st), "event");
-  if (!g.resident)
+  unsigned long long first_bad[2] = {a_n, b_n};
+  if (g.resident)
+    check(cudaMemcpyAsync(first_bad, res.bad, sizeof first_bad, cudaMemcpyDeviceToHost, st),
+          "download");
+  else
     check(cudaMemcpyAsync(g.D, p.g.D, outputs * sizeof(float), cudaMemcpyDeviceToHost, st),
           "download");
   check(cudaStreamSynchronize(st), "kernel");
+  if (g.resident) check_resident_codes(g, a_n, b_n, first_bad);
   float ms = 0;
   check(cudaEventElapsedTime(&ms, ev[0], ev[1]), "event");
   for (auto& e : ev) cudaEventDestroy(e);
   if (launch.kernel_seconds) *launch.kernel_seconds = ms * 1e-3;
+}
+
+void copy_device(void* dst, const void* src, std::size_t bytes, bool to_device) {
+  check(cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost),
+        to_device ? "upload" : "download");
 }
 
 }  // namespace fp8sim

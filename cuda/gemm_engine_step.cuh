@@ -267,8 +267,7 @@ __device__ __forceinline__ float promote(const Params& p, float main, float part
   const int kb = g.scale_block == 0 ? 0 : k0 / g.scale_block;
   const float sa = g.sa[g.a_bcast ? kb : static_cast<std::size_t>(a_row) * g.a_cols + kb];
   const float sb = g.sb[g.b_bcast ? kb : static_cast<std::size_t>(b_row / g.b_div) * g.b_cols + kb];
-  return g.order_cublaslt ? __fmaf_rn(__fmul_rn(part, sa), sb, main)
-                          : __fmaf_rn(__fmul_rn(sa, sb), part, main);
+  return __fmaf_rn(__fmul_rn(sa, sb), part, main);  // scales after K: sim/gemm_split
 }
 
 // The output type's value of the FP32 main accumulator (sim's to_out_type).

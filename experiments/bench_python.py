@@ -7,6 +7,10 @@ from Python against the engine alone, two ways:
      percentage of the large GEMM's engine time;
   2. the large GEMM from Python against fp8sim-bench-gemm (C++, same size, same engine call,
      decoding included) when that binary is given (--bench build/experiments/fp8sim-bench-gemm).
+With --device cuda, the same on torch CUDA tensors through the CUDA engine (operands read in
+place): the large GEMM, the per-call cost of a 1 x 1 x 32 one (checks, the code tables'
+upload, the launch and the synchronisation) as a share of it, and the NumPy route (operands
+uploaded by the engine) for comparison.
 Target: overhead <= 5% of engine time.
 """
 import argparse
@@ -35,10 +39,13 @@ def main():
     p.add_argument("--k", type=int, default=4096)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--bench", help="fp8sim-bench-gemm binary (the C++ engine timing)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     a = p.parse_args()
     rng = np.random.default_rng(1)
     A = fp8sim.encode(rng.normal(size=(a.m, a.k)).astype(np.float32), "e4m3")
     B = fp8sim.encode(rng.normal(size=(a.n, a.k)).astype(np.float32), "e4m3")
+    if a.device == "cuda":
+        return bench_cuda(a, A, B)
     kw = dict(model="hopper-wgmma", promote_every=128, threads=1)
     macs = a.m * a.n * a.k
     big = best_of(a.reps, lambda: fp8sim.gemm(A, B, **kw))
@@ -55,6 +62,27 @@ def main():
         engine = float(re.search(r"threads=1\s+([0-9.]+) s", out).group(1))
         print(f"engine (fp8sim-bench-gemm, C++) threads=1 {engine:8.3f} s")
         print(f"python / engine = {big / engine:.4f} (overhead {100 * (big - engine) / engine:+.2f}%)")
+
+
+def bench_cuda(a, A, B):
+    import torch
+    kw = dict(model="hopper-wgmma", promote_every=128)
+    At, Bt = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()
+    tiny_t = At[:1, :32].contiguous()
+
+    def on_gpu(x, y):
+        fp8sim.gemm(x, y, **kw)
+        torch.cuda.synchronize()
+
+    on_gpu(At, Bt)  # first call: context and module load
+    macs = a.m * a.n * a.k
+    big = best_of(a.reps, lambda: on_gpu(At, Bt))
+    host = best_of(a.reps, lambda: fp8sim.gemm(A, B, device="cuda", **kw))
+    tiny = np.median([best_of(1, lambda: on_gpu(tiny_t, tiny_t)) for _ in range(200)])
+    print(f"cuda gemm on CUDA tensors {a.m}x{a.n}x{a.k} {big * 1e3:8.3f} ms  {macs / big:.3g} emulated MAC/s")
+    print(f"cuda gemm on NumPy arrays (engine uploads) {host * 1e3:8.3f} ms")
+    print(f"cuda per-call cost (1x1x32 gemm, median of 200): {tiny * 1e6:.1f} us = "
+          f"{100 * tiny / big:.2f}% of the large GEMM")
 
 
 if __name__ == "__main__":

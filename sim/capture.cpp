@@ -140,6 +140,7 @@ CaptureCase read_case(const std::string& dir, const json& j, Where w) {
   s.block = find(j, "block") ? int(get_int(j["block"], "block", w, 1, limits::kMaxDim, "kMaxDim")) : 128;
   s.order = spec_call([&] { return parse_scale_order(opt_string(j, "scale_order", w, "deepgemm")); });
   s.out_type = output_type(opt_string(j, "out_type", w, "f32"), w);
+  s.split_k = find(j, "split_k") ? int(get_int(j["split_k"], "split_k", w, 1, limits::kMaxDim, "kMaxDim")) : 1;
   cs.M = int(get_int(need(j, "M", w), "M", w, 1, limits::kMaxDim, "kMaxDim"));
   cs.N = int(get_int(need(j, "N", w), "N", w, 1, limits::kMaxDim, "kMaxDim"));
   cs.K = int(get_int(need(j, "K", w), "K", w, 1, limits::kMaxDim, "kMaxDim"));
@@ -168,6 +169,7 @@ CaptureCase read_case(const std::string& dir, const json& j, Where w) {
   cs.b = read(path("b"), "|u1", {N, K}).as<std::uint8_t>();
   cs.d = read(path("d"), "<f4", {M, N}).as<float>();
   if (find(j, "c")) cs.c = read(path("c"), "<f4", {M, N}).as<float>();
+  if (find(j, "bias")) cs.bias = read(path("bias"), "<f4", {N}).as<float>();
   if (s.scaling != Scaling::none) {
     const ScaleShapes sh = spec_call([&] { return scale_shapes(s, cs.M, cs.N, cs.K); });
     cs.sa = finite(read(path("sa"), "<f4", {sh.a_rows, sh.a_cols}).as<float>(), "sa");
@@ -263,6 +265,8 @@ void write_capture(const std::string& dir, const Capture& cap) {
                     {"out_type", output_type_name(c.spec.out_type)},
                     {"M", c.M}, {"N", c.N}, {"K", c.K}, {"a", a}, {"b", b}};
     jc["c"] = save_f32("_c.npy", c.c, {M, N});
+    if (c.spec.split_k > 1) jc["split_k"] = c.spec.split_k;
+    if (!c.bias.empty()) jc["bias"] = save_f32("_bias.npy", c.bias, {N});
     std::vector<std::size_t> sa_shape{0, 0}, sb_shape{0, 0};
     if (c.spec.scaling != Scaling::none) {
       const ScaleShapes sh = scale_shapes(c.spec, c.M, c.N, c.K);

@@ -7,13 +7,16 @@
 //   {"fp8sim_capture": 1, "device", "driver", "cuda", "date", "git_revision", "generator",
 //    "seed", "cases": [{"name", "kernel", "suite", "a_format", "b_format", "model",
 //    "promote_every", "scaling", "block", "scale_order", "out_type", "M", "N", "K",
-//    "a", "b", "c", "sa", "sb", "d", "prefix_k", "d_prefix", "seed"}], "self_test"}
+//    "a", "b", "c", "sa", "sb", "d", "prefix_k", "d_prefix", "seed", "split_k", "bias"}],
+//    "self_test"}
 //   a, b: uint8 (M,K) and (N,K) codes; c, d: float32 (M,N); out_type f16/bf16: d holds the
 //   float32 values of f16/bf16 numbers; sa, sb: float32 in scale_shapes() (finite); d_prefix:
-//   float32 (P,M,N), the kernel's output on the first prefix_k[p] columns of K. "model": null
+//   float32 (P,M,N), the kernel's output on the first prefix_k[p] columns of K; bias: float32
+//   (N,), added before the output rounding; split_k: K slices (gemm_split.hpp). "model": null
 //   when unknown. Provenance keys and c, sa, sb, prefix_k, d_prefix, promote_every (0),
 //   scaling ("none"), block (128), scale_order ("deepgemm"), out_type ("f32"), kernel, suite,
-//   seed, self_test may be absent. Paths are relative to DIR.
+//   seed, self_test, split_k (1), bias may be absent; other keys are ignored. Paths are
+//   relative to DIR.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +38,7 @@ struct CaptureCase {
   std::vector<std::uint8_t> a, b;       // M x K and N x K codes
   std::vector<float> c;                 // M x N, or empty
   std::vector<float> sa, sb;            // scale_shapes(spec), or empty (scaling none)
+  std::vector<float> bias;              // N, or empty
   std::vector<float> d;                 // M x N
   std::vector<int> prefix_k;            // increasing, in 1..K
   std::vector<float> d_prefix;          // prefix_k.size() x M x N

@@ -52,7 +52,6 @@ struct DeviceGemm {
   int promote_every = 0;     // 0: never
   bool scaled = false;
   int scale_block = 0;       // K elements per scale (0: one for all of K)
-  bool order_cublaslt = false;
   int a_cols = 1, b_cols = 1, b_div = 1;
   bool a_bcast = false, b_bcast = false;
   DeviceFormat out_type;     // f32, bf16 or f16
@@ -97,5 +96,9 @@ struct DeviceLaunch {
 // Runs g on the current CUDA device. Throws std::runtime_error("fp8sim was built without
 // CUDA") in a build without CUDA, "no CUDA device" without a GPU.
 void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch = {});
+
+// Copies `bytes` between host memory and the current CUDA device (to_device: host -> device),
+// synchronously; throws std::runtime_error as run_device_gemm does.
+void copy_device(void* dst, const void* src, std::size_t bytes, bool to_device);
 
 }  // namespace fp8sim

@@ -22,6 +22,7 @@
 
 #include "gemm_device.hpp"
 #include "gemm_path.hpp"
+#include "gemm_split.hpp"
 #include "parallel.hpp"
 
 namespace fp8sim {
@@ -107,6 +108,8 @@ void validate(const GemmSpec& s, int M, int N, int K) {
           fmt::format("operand format {} is wider than fp32; the engine holds values as floats",
                       f->name));
   }
+  if (s.split_k < 1)
+    throw std::invalid_argument(fmt::format("split_k = {} must be >= 1", s.split_k));
   if (!is_output_type(s.out_type))
     throw std::invalid_argument(
         fmt::format("output type {} is not f32, bf16 or f16", s.out_type.name));
@@ -273,8 +276,7 @@ class Engine {
       if (sc.a == nullptr) return main + part;
       const int blk = sc.block == 0 ? 0 : k0 / sc.block;
       const float sa = sc.a[blk], sb = sc.b[blk];
-      return s_.order == ScaleOrder::deepgemm ? std::fmaf(sa * sb, part, main)
-                                              : std::fmaf(part * sa, sb, main);
+      return std::fmaf(sa * sb, part, main);  // every order: scales after K never come here
     };
     for (int k0 = 0; k0 < K; k0 += chunk) {
       const int kend = std::min(K, k0 + chunk);
@@ -498,7 +500,19 @@ enum class Pairing {
 void run_engine(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
                 std::span<const float> C, std::span<const float> sa, std::span<const float> sb,
                 std::span<float> D, Pairing pairing, std::span<const int> prefix = {},
-                std::span<float> D_prefix = {}) {
+                std::span<float> D_prefix = {}, std::span<const float> bias = {}) {
+  if (needs_library_gemm(s, !bias.empty())) {  // split-K, epilogue scales, bias
+    if (!prefix.empty())
+      throw std::invalid_argument(
+          "prefix outputs are not read with split-K, a bias or scales applied after K "
+          "(scale order cublaslt with tensor or row scales)");
+    return library_gemm(s, A_in, B_in, pairing == Pairing::row_by_row, C, sa, sb, bias, D,
+                        [pairing](const GemmSpec& in, const Operand& a, const Operand& b,
+                                  std::span<const float> c, std::span<const float> xa,
+                                  std::span<const float> xb, std::span<float> d) {
+                          run_engine(in, a, b, c, xa, xb, d, pairing);
+                        });
+  }
   const auto ua = unpacked(s.model, A_in), ub = unpacked(s.model, B_in);
   const Operand& A = ua ? *ua : A_in;
   const Operand& B = ub ? *ub : B_in;
@@ -571,8 +585,9 @@ float to_out_type(const FormatSpec& out, float v) {
 }
 
 void gemm(const GemmSpec& s, const Operand& A, const Operand& B, std::span<const float> C,
-          std::span<const float> sa, std::span<const float> sb, std::span<float> D) {
-  run_engine(s, A, B, C, sa, sb, D, Pairing::all_pairs);
+          std::span<const float> sa, std::span<const float> sb, std::span<float> D,
+          std::span<const float> bias) {
+  run_engine(s, A, B, C, sa, sb, D, Pairing::all_pairs, {}, {}, bias);
 }
 
 void gemm_prefixes(const GemmSpec& s, const Operand& A, const Operand& B,
@@ -596,11 +611,11 @@ void gemm_prefixes(const GemmSpec& s, const Operand& A, const Operand& B,
 
 void gemm(const GemmSpec& s, int M, int N, int K, std::span<const std::uint8_t> A,
           std::span<const std::uint8_t> B, std::span<const float> C, std::span<const float> sa,
-          std::span<const float> sb, std::span<float> D) {
+          std::span<const float> sb, std::span<float> D, std::span<const float> bias) {
   validate(s, M, N, K);
   const Operand a = decode_operand(s.a_format, M, K, A);
   const Operand b = decode_operand(s.b_format, N, K, B);
-  gemm(s, a, b, C, sa, sb, D);
+  gemm(s, a, b, C, sa, sb, D, bias);
 }
 
 void batched_dot(const GemmSpec& s, const Operand& A, const Operand& B,

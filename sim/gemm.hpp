@@ -23,9 +23,14 @@ enum class Scaling : std::uint8_t {
 Scaling parse_scaling(std::string_view s);  // none|tensor|row|block|mx
 std::string_view to_string(Scaling s);
 
+// Where and in what order scales are applied.
 enum class ScaleOrder : std::uint8_t {
-  deepgemm,  // acc = fmaf(sa*sb, partial, acc)         (DeepGEMM sm90_fp8_gemm_1d2d)
-  cublaslt,  // acc = fmaf(partial*sa, sb, acc)         (cuBLASLt epilogue order)
+  deepgemm,  // at each promoted chunk: acc = fmaf(sa*sb, partial, acc) (DeepGEMM
+             // sm90_fp8_gemm_1d2d), for every scaling
+  cublaslt,  // cuBLASLt on sm_90 as measured (torch._scaled_mm, H100 and H200, CUDA 13):
+             // tensor and row scales once, in the epilogue after the whole K (and after the
+             // split-K reduction): tensor D = acc * fp32(sa*sb), row D = (acc * sb[n]) * sa[m];
+             // block and MX scales at each chunk as deepgemm
 };
 ScaleOrder parse_scale_order(std::string_view s);
 std::string_view to_string(ScaleOrder s);
@@ -41,6 +46,7 @@ struct GemmSpec {
   FormatSpec out_type;            // fp32, bf16 or fp16 (round to nearest even from fp32)
   int threads = 0;                // 0: all hardware threads; results never depend on it
   Device device = Device::cpu;    // where it runs; every device gives the same bits
+  int split_k = 1;                // K slices (cuBLASLt's numSplitsK; sim/gemm_split.hpp)
 };
 
 // Shapes of the scale arrays for a spec and problem size: {rows, cols} of sa and sb.
@@ -76,8 +82,10 @@ Operand operand_from_values(const FormatSpec& f, int rows, int cols, std::span<c
 float to_out_type(const FormatSpec& out, float v);
 
 // D = A * B^T on decoded operands (A: M x K, B: N x K); see gemm() below for the semantics.
+// bias (N values, may be empty) is added in fp32 before the output rounding (gemm_split.hpp).
 void gemm(const GemmSpec& s, const Operand& A, const Operand& B, std::span<const float> C,
-          std::span<const float> sa, std::span<const float> sb, std::span<float> D);
+          std::span<const float> sa, std::span<const float> sb, std::span<float> D,
+          std::span<const float> bias = {});
 
 // gemm() and, in the same pass, the outputs at prefixes of K: D_prefix[p] (M x N, at
 // p * M * N) is bit for bit what gemm() gives on the first prefix_k[p] columns of A and B
@@ -96,9 +104,11 @@ void gemm_prefixes(const GemmSpec& s, const Operand& A, const Operand& B,
 // chunk. Each chunk's result is added into an FP32 main accumulator starting at +0 with the
 // scales of that chunk (order s.order; unscaled chunks add with one round-to-nearest add).
 // sa / sb: scale values (MX: already decoded E8M0 powers of two) in the shapes above.
+// With s.split_k > 1, scales in the epilogue (ScaleOrder::cublaslt) or a bias, the library
+// GEMM of sim/gemm_split.hpp runs around this engine.
 void gemm(const GemmSpec& s, int M, int N, int K, std::span<const std::uint8_t> A,
           std::span<const std::uint8_t> B, std::span<const float> C, std::span<const float> sa,
-          std::span<const float> sb, std::span<float> D);
+          std::span<const float> sb, std::span<float> D, std::span<const float> bias = {});
 
 // T independent dot products: D[t] = dot(A row t, B row t) through the same engine, with C[t]
 // (may be empty) entering the first chunk. A and B both have T rows and K columns. Scales

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "device_gemm.hpp"
+#include "gemm_split.hpp"
 
 namespace fp8sim {
 namespace {
@@ -42,7 +43,6 @@ DeviceGemm device_spec(const GemmSpec& s, const FormatSpec& fa, const FormatSpec
   g.promote_every = s.promote_every;
   g.scaled = s.scaling != Scaling::none;
   g.scale_block = s.scaling == Scaling::block ? s.block : s.scaling == Scaling::mx ? 32 : 0;
-  g.order_cublaslt = s.order == ScaleOrder::cublaslt;
   g.out_type = device_format(s.out_type);
   g.out_fp32 = s.out_type.mantissa_bits == 23;
   const FormatSpec& ua = s.model.unpack ? *s.model.unpack : fa;
@@ -111,7 +111,7 @@ void batched_dot_on_device(const GemmSpec& s, const Operand& A, const Operand& B
 void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A,
                    const std::uint8_t* B, const float* C, std::span<const float> sa,
                    std::span<const float> sb, float* D, void* stream,
-                   int device) {
+                   int device, std::span<const float> bias) {
   validate(s, M, N, K);
   for (const FormatSpec* f : {&s.a_format, &s.b_format})
     if (total_bits(*f) > 8)
@@ -123,6 +123,23 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
     throw std::invalid_argument(fmt::format(
         "scales: A has {} and B {} elements, expected {} and {}", sa.size(), sb.size(),
         sh.a_rows * sh.a_cols, sh.b_rows * sh.b_cols));
+  if (needs_library_gemm(s, !bias.empty())) {
+    if (s.split_k > 1)
+      throw std::invalid_argument(fmt::format(
+          "split_k = {} on CUDA device arrays is not supported: pass host arrays", s.split_k));
+    if (!bias.empty() && bias.size() != std::size_t(N))
+      throw std::invalid_argument(
+          fmt::format("bias has {} values, expected N = {}", bias.size(), N));
+    const GemmSpec in = slice_spec(s);
+    const bool inner_scales = in.scaling != Scaling::none;
+    gemm_resident(in, M, N, K, A, B, C, inner_scales ? sa : std::span<const float>(),
+                  inner_scales ? sb : std::span<const float>(), D, stream, device);
+    std::vector<float> acc(std::size_t(M) * N);
+    copy_device(acc.data(), D, acc.size() * sizeof(float), false);
+    apply_epilogue(s, M, N, false, sa, sb, bias, acc, acc);
+    copy_device(D, acc.data(), acc.size() * sizeof(float), true);
+    return;
+  }
   // Code -> value tables (every code of the format; larger codes are reported as bad).
   auto table = [](const FormatSpec& f) {
     std::vector<float> t(code_count(f));

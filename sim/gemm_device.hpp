@@ -27,9 +27,11 @@ void batched_dot_on_device(const GemmSpec& s, const Operand& A, const Operand& B
 // on `stream` (a cudaStream_t; null: the default stream) of CUDA device `device` (-1: the
 // current one), and returns when D is written.
 // Checks as gemm() does (bad codes too); throws std::invalid_argument naming the problem.
+// A bias (host, N values) or scales after K (gemm_split.hpp) are applied on the host to D's
+// fp32 values, copied down and back (the operands stay in place); split-K is refused.
 void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A,
                    const std::uint8_t* B, const float* C, std::span<const float> sa,
                    std::span<const float> sb, float* D, void* stream = nullptr,
-                   int device = -1);
+                   int device = -1, std::span<const float> bias = {});
 
 }  // namespace fp8sim

@@ -30,6 +30,7 @@ struct GemmOptions {
   std::string out_type = "f32";
   int threads = 0;
   std::string device = "cpu";
+  int split_k = 1;  // K slices reduced in fp32 (cuBLASLt's numSplitsK; sim/gemm_split.hpp)
 };
 
 // The GemmSpec the options name, for a call with or without scale arrays. Throws

@@ -59,11 +59,14 @@ ReplayCase run_case(const Capture& cap, const CaptureCase& cs, const ReplayOptio
     if (s.device == Device::cpu) {
       const Operand A = decode_operand(s.a_format, cs.M, cs.K, cs.a);
       const Operand B = decode_operand(s.b_format, cs.N, cs.K, cs.b);
-      gemm_prefixes(s, A, B, cs.c, cs.sa, cs.sb, cs.prefix_k, want, want_prefix);
+      if (cs.prefix_k.empty())
+        gemm(s, A, B, cs.c, cs.sa, cs.sb, want, cs.bias);
+      else
+        gemm_prefixes(s, A, B, cs.c, cs.sa, cs.sb, cs.prefix_k, want, want_prefix);
     } else {
       // The CUDA engine reads no prefixes off its running state: each prefix is a GEMM of
       // its own on the device over the first k columns (slice_k).
-      gemm(s, cs.M, cs.N, cs.K, cs.a, cs.b, cs.c, cs.sa, cs.sb, want);
+      gemm(s, cs.M, cs.N, cs.K, cs.a, cs.b, cs.c, cs.sa, cs.sb, want, cs.bias);
       for (std::size_t p = 0; p < cs.prefix_k.size(); ++p) {
         const int k = cs.prefix_k[p];
         const KSlice cut = slice_k(s, cs.M, cs.N, cs.K, cs.a, cs.b, cs.sa, cs.sb, k);

@@ -43,15 +43,20 @@ std::vector<std::uint32_t> random_codes(const FormatSpec& f, std::size_t n, std:
   return out;
 }
 
-// Plain GEMM reference: fused_block along K, chunks promoted into an FP32 sum.
+// Plain GEMM reference: fused_block along K, chunks promoted into an FP32 sum; scales at each
+// chunk (DeepGEMM's fmaf) or, for cuBLASLt's tensor and row scales, once after K; then the
+// bias and the output rounding.
 std::vector<float> reference_gemm(const GemmSpec& s, const Operand& A, const Operand& B,
                                   const std::vector<float>& C, const std::vector<float>& sa,
-                                  const std::vector<float>& sb) {
+                                  const std::vector<float>& sb,
+                                  const std::vector<float>& bias = {}) {
   const int M = A.rows, N = B.rows, K = A.cols;
   const int chunk = s.promote_every ? s.promote_every : K;
   const int g = s.model.group ? step_products(s.model) : chunk;
   const ScaleShapes sh = scale_shapes(s, M, N, K);
   const int bs = s.scaling == Scaling::block ? s.block : s.scaling == Scaling::mx ? 32 : 0;
+  const bool after_k = s.order == ScaleOrder::cublaslt &&
+                       (s.scaling == Scaling::tensor || s.scaling == Scaling::row);
   std::vector<float> D(std::size_t(M) * N);
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < N; ++n) {
@@ -76,17 +81,27 @@ std::vector<float> reference_gemm(const GemmSpec& s, const Operand& A, const Ope
           acc = fused_block(s.model, a.data(), ea.data(), b.data(), eb.data(), len, acc);
         }
         const float part = static_cast<float>(acc);
-        if (s.scaling == Scaling::none) {
+        if (s.scaling == Scaling::none || after_k) {
           main += part;
         } else {
           const int blk = bs ? k0 / bs : 0;
           const std::size_t arow = sh.a_rows == 1 ? 0 : m;
           const std::size_t brow = sh.b_rows == 1 ? 0 : (s.scaling == Scaling::block ? n / s.block : n);
           const float x = sa[arow * sh.a_cols + blk], y = sb[brow * sh.b_cols + blk];
-          main = s.order == ScaleOrder::deepgemm ? std::fmaf(x * y, part, main)
-                                                 : std::fmaf(part * x, y, main);
+          main = std::fmaf(x * y, part, main);
         }
       }
+      if (after_k) {
+        const float x = sa[sh.a_rows == 1 ? 0 : m], y = sb[sh.b_rows == 1 ? 0 : n];
+        if (s.scaling == Scaling::tensor) {
+          const float xy = x * y;
+          main = main * xy;
+        } else {
+          main = main * y;
+          main = main * x;
+        }
+      }
+      if (!bias.empty()) main = main + bias[n];
       D[m * N + n] = static_cast<float>(quantize(main, s.out_type, {Rounding::rne, Overflow::nonsat, 32}));
     }
   return D;
@@ -192,6 +207,93 @@ TEST_CASE("engine handles specials, wide formats and every scaling", "[unit][dif
       }
     }
   }
+}
+
+// Split-K written out: cuBLASLt's slices (ceil(K/S) rounded up to 128) as GEMMs of their own
+// on copies of the operands' columns, summed in fp32 in slice order, then the epilogue.
+TEST_CASE("split-K slices reduce in fp32 before the epilogue; bias before the rounding",
+          "[unit][differential]") {
+  const int M = 3, N = 4, K = 640;
+  std::uint64_t stream = 7000;
+  const Operand X = random_operand(format_by_name("e4m3"), M, K, stream++);
+  const Operand Y = random_operand(format_by_name("e4m3"), N, K, stream++);
+  auto cols = [](const Operand& op, int k0, int len) {
+    std::vector<std::uint32_t> codes;
+    for (int r = 0; r < op.rows; ++r)
+      for (int k = k0; k < k0 + len; ++k)
+        codes.push_back(encode(op.value[std::size_t(r) * op.cols + k], op.format,
+                               {Rounding::rne, Overflow::nonsat, 32}));
+    return decode_operand(op.format, op.rows, len, std::span<const std::uint32_t>(codes));
+  };
+  std::vector<float> bias(N);
+  for (int n = 0; n < N; ++n) bias[n] = std::ldexp(float(n) - 1.5f, n);
+  for (int S : {1, 2, 3, 5, 7})
+    for (Scaling sc : {Scaling::none, Scaling::tensor, Scaling::row, Scaling::block})
+      for (const char* out : {"fp32", "bf16"})
+        for (bool with_bias : {false, true}) {
+          GemmSpec s;
+          s.model = accumulator_by_name("hopper-wgmma");
+          s.promote_every = 128;
+          s.scaling = sc;
+          s.block = 128;
+          s.order = ScaleOrder::cublaslt;
+          s.out_type = format_by_name(out);
+          s.split_k = S;
+          const ScaleShapes sh = scale_shapes(s, M, N, K);
+          const auto sa = random_scales(sh.a_rows * sh.a_cols, stream++);
+          const auto sb = random_scales(sh.b_rows * sh.b_cols, stream++);
+          const std::vector<float> b = with_bias ? bias : std::vector<float>{};
+          std::vector<float> D(std::size_t(M) * N);
+          gemm(s, X, Y, {}, sa, sb, D, b);
+          // The reference: slices of 128-aligned ceil(K/S), fp32 partial GEMMs, then scales
+          // after K (tensor, row), bias and rounding by reference_gemm's own epilogue on K=0.
+          const int per = (K + S - 1) / S, slice = std::min(K, (per + 127) / 128 * 128);
+          GemmSpec t = s;
+          t.split_k = 1;
+          t.out_type = format_by_name("fp32");
+          const bool after = sc == Scaling::tensor || sc == Scaling::row;
+          if (after) t.scaling = Scaling::none;
+          std::vector<float> acc(D.size());
+          for (int k0 = 0; k0 < K; k0 += slice) {
+            const int len = std::min(slice, K - k0);
+            std::vector<float> xa, xb;
+            if (t.scaling == Scaling::block)
+              for (std::size_t r = 0; r < sh.a_rows + sh.b_rows; ++r)
+                for (int kb = k0 / 128; kb < (k0 + len) / 128; ++kb)
+                  (r < sh.a_rows ? xa : xb).push_back(
+                      r < sh.a_rows ? sa[r * sh.a_cols + kb] : sb[(r - sh.a_rows) * sh.b_cols + kb]);
+            const auto part = reference_gemm(t, cols(X, k0, len), cols(Y, k0, len), {}, xa, xb);
+            for (std::size_t i = 0; i < acc.size(); ++i) acc[i] = k0 == 0 ? part[i] : acc[i] + part[i];
+          }
+          for (int m = 0; m < M; ++m)
+            for (int n = 0; n < N; ++n) {
+              float v = acc[std::size_t(m) * N + n];
+              if (after) {
+                const float x = sa[sh.a_rows == 1 ? 0 : m], y = sb[sh.b_rows == 1 ? 0 : n];
+                if (sc == Scaling::tensor) {
+                  const float xy = x * y;
+                  v = v * xy;
+                } else {
+                  v = v * y;
+                  v = v * x;
+                }
+              }
+              if (with_bias) v = v + bias[n];
+              const float want = static_cast<float>(
+                  quantize(v, s.out_type, {Rounding::rne, Overflow::nonsat, 32}));
+              INFO(fmt::format("S={} scaling={} out={} bias={} ({}, {})", S, to_string(sc), out,
+                               with_bias, m, n));
+              CHECK(same_bits(D[std::size_t(m) * N + n], want));
+            }
+        }
+  GemmSpec s;
+  s.model = accumulator_by_name("hopper-wgmma");
+  s.split_k = 0;
+  std::vector<float> D(std::size_t(M) * N);
+  CHECK_THROWS_WITH(gemm(s, X, Y, {}, {}, {}, D), Catch::Contains("split_k = 0"));
+  s.split_k = 2;
+  CHECK_THROWS_WITH(gemm(s, X, Y, {}, {}, {}, D, std::vector<float>(3)),
+                    Catch::Contains("bias has 3 values, expected N = 4"));
 }
 
 TEST_CASE("exact model equals the Boost exact reference", "[unit][differential]") {

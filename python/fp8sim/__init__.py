@@ -189,7 +189,8 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
          b_format: str = "e4m3", model: str = "hopper-wgmma", promote_every: int = 0,
          a_scales: Optional[ArrayLike] = None, b_scales: Optional[ArrayLike] = None,
          scaling: Optional[str] = None, block: int = 128, scale_order: str = "deepgemm",
-         out_type: str = "f32", device: Optional[str] = None, threads: int = 0) -> np.ndarray:
+         out_type: str = "f32", device: Optional[str] = None, threads: int = 0,
+         bias: Optional[ArrayLike] = None, split_k: int = 1) -> np.ndarray:
     """D = A B^T through an accumulator model: the same bits as ``fp8sim gemm``.
 
     ``a`` (M x K) and ``b`` (N x K: each row one column, cuBLASLt's TN) are uint8 codes of
@@ -197,8 +198,11 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
     K chunk. Keywords are the CLI's options: ``promote_every`` (0 never), ``a_scales`` /
     ``b_scales`` (float32; MX: uint8 E8M0 codes or float32) with ``scaling``
     none|tensor|row|block|mx (default tensor when scales are given), ``block``,
-    ``scale_order`` deepgemm|cublaslt, ``out_type`` f32|bf16|f16 (D holds the float32 values
-    of that type), ``device`` cpu|cuda, ``threads`` (0 all; never changes a result).
+    ``scale_order`` deepgemm (scales at each chunk) | cublaslt (tensor and row scales once
+    after K, as cuBLASLt), ``out_type`` f32|bf16|f16 (D holds the float32 values of that
+    type), ``device`` cpu|cuda, ``threads`` (0 all; never changes a result), ``bias`` (N
+    float32 values added before the output rounding), ``split_k`` (K slices reduced in fp32,
+    cuBLASLt's numSplitsK).
     Operands are not copied; the engine decodes each once.
 
     torch CUDA tensors for ``a`` and ``b`` (and ``c``) run on the CUDA engine on their own
@@ -216,20 +220,29 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
     """
     if _on_cuda(a) or _on_cuda(b):
         return _gemm_cuda(a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales,
-                          scaling, block, scale_order, out_type, device)
+                          scaling, block, scale_order, out_type, device, bias, split_k)
     return _core.gemm(
         _codes(a, np.uint8), _codes(b, np.uint8), None if c is None else as_array(c), a_format, b_format, model,
         promote_every, None if a_scales is None else as_array(a_scales),
         None if b_scales is None else as_array(b_scales), scaling or "", block, scale_order,
-        out_type, device or "cpu", threads)
+        out_type, device or "cpu", threads, _f32(bias), split_k)
 
 
 def _on_cuda(x: ArrayLike) -> bool:
     return type(x).__module__.startswith("torch") and x.device.type == "cuda"
 
 
+def _f32(x: Optional[ArrayLike]) -> Optional[np.ndarray]:
+    """A bias (any float array, torch tensors on any device) as float32 host values."""
+    if x is None:
+        return None
+    if type(x).__module__.startswith("torch"):
+        x = x.detach().float().cpu()
+    return np.ascontiguousarray(as_array(x), dtype=np.float32)
+
+
 def _gemm_cuda(a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales, scaling,
-               block, scale_order, out_type, device):
+               block, scale_order, out_type, device, bias, split_k):
     """gemm() on torch CUDA tensors: the CUDA engine reads them in place."""
     import torch
     if device not in (None, "cuda"):
@@ -260,7 +273,7 @@ def _gemm_cuda(a, b, c, a_format, b_format, model, promote_every, a_scales, b_sc
     stream = torch.cuda.current_stream(a.device).cuda_stream
     _core.gemm_cuda(codes(a), codes(b), None if c is None else c.detach(), out, a_format,
                     b_format, model, promote_every, host(a_scales), host(b_scales),
-                    scaling or "", block, scale_order, out_type, stream)
+                    scaling or "", block, scale_order, out_type, stream, _f32(bias), split_k)
     return out
 
 

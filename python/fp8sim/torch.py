@@ -7,15 +7,13 @@ here work under ``torch.compile(fullgraph=True)``. CPU and CUDA tensors: on CUDA
 same bits as the CPU engine), while ``fp8sim::quantize`` and ``fp8sim::encode`` (elementwise)
 run on the CPU and return tensors on the input's device.
 
-What ``scaled_mm`` models of cuBLASLt (``torch._scaled_mm`` on an H100), and what it does not
-yet: the accumulation is measured (``fp8sim-hw``: Hopper ``wgmma`` promoted to FP32 every 128
-K elements without fast accumulation, never promoted with it). The epilogue is an
-approximation pending the cuBLASLt study: scales are applied at each promotion in cuBLASLt's
-``fmaf(partial * sa, sb, acc)`` order (``scale_order="cublaslt"``), while measurements suggest
-cuBLASLt applies tensor and row scales once after the whole K; bias is added to the FP32
-result in FP32 before the output rounding; FP8 outputs are ``D * scale_result`` rounded to
-nearest even with saturation; shape-dependent algorithms (split-K) are not modelled. With
-power-of-two scales and exactly representable sums every order gives the same bits.
+What ``scaled_mm`` models of cuBLASLt (``torch._scaled_mm``), all measured on an H100 and an
+H200 with CUDA 13 (README "cuBLASLt"): Hopper ``wgmma`` promoted to FP32 every 128 K
+elements without fast accumulation and never with it; split-K (``split_k``: the numSplitsK
+cuBLASLt chose for the shape, which its log shows, e.g. CUBLASLT_LOG_LEVEL=2); tensor and
+row scales applied once after K (``scale_order="cublaslt"``), block scales at each 128-K
+block; bias added in FP32 before the output rounding. Not measured: FP8 outputs (here
+``D * scale_result`` rounded to nearest even with saturation).
 """
 from __future__ import annotations
 
@@ -52,7 +50,8 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c: Optional[torch.Tensor] = None,
          a_scales: Optional[torch.Tensor] = None, b_scales: Optional[torch.Tensor] = None,
          a_format: str = "e4m3", b_format: str = "e4m3", model: str = "hopper-wgmma",
          promote_every: int = 0, scaling: str = "", block: int = 128,
-         scale_order: str = "deepgemm", out_type: str = "f32", threads: int = 0) -> torch.Tensor:
+         scale_order: str = "deepgemm", out_type: str = "f32", threads: int = 0,
+         bias: Optional[torch.Tensor] = None, split_k: int = 1) -> torch.Tensor:
     """``fp8sim.gemm`` as a torch op: A (M x K) and B (N x K) uint8 codes -> float32 M x N.
 
     >>> a = torch.full((1, 32), 0x38, dtype=torch.uint8)  # e4m3 1.0
@@ -61,16 +60,18 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c: Optional[torch.Tensor] = None,
     """
     if a.is_cuda or b.is_cuda:
         return _fp8sim.gemm(a, b, c, a_format, b_format, model, promote_every, a_scales,
-                            b_scales, scaling or None, block, scale_order, out_type, None)
+                            b_scales, scaling or None, block, scale_order, out_type, None,
+                            bias=bias, split_k=split_k)
     d = _fp8sim.gemm(a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales,
-                     scaling or None, block, scale_order, out_type, "cpu", threads)
+                     scaling or None, block, scale_order, out_type, "cpu", threads, bias=bias,
+                     split_k=split_k)
     return torch.from_numpy(d)
 
 
 @gemm.register_fake
 def _(a, b, c=None, a_scales=None, b_scales=None, a_format="e4m3", b_format="e4m3",
       model="hopper-wgmma", promote_every=0, scaling="", block=128, scale_order="deepgemm",
-      out_type="f32", threads=0):
+      out_type="f32", threads=0, bias=None, split_k=1):
     torch._check(a.dim() == 2 and b.dim() == 2 and a.shape[1] == b.shape[1])
     return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.float32)
 
@@ -138,16 +139,17 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
               bias: Optional[torch.Tensor] = None, scale_result: Optional[torch.Tensor] = None,
               out_dtype: Optional[torch.dtype] = None, use_fast_accum: bool = False,
               model: Optional[str] = None, promote_every: Optional[int] = None,
-              scale_order: str = "cublaslt", threads: int = 0) -> torch.Tensor:
+              scale_order: str = "cublaslt", threads: int = 0, split_k: int = 1) -> torch.Tensor:
     """``torch._scaled_mm`` through fp8sim: ``(a @ b) * scales (+ bias)`` in ``out_dtype``.
 
     ``a`` FP8 (M x K), ``b`` FP8 (K x N, column-major as cuBLASLt wants it). Scales:
     tensor-wise (one value each), row-wise (``scale_a`` M x 1, ``scale_b`` 1 x N) or
     DeepSeek blocks (``scale_a`` M x K/128, ``scale_b`` K/128 x N/128). ``out_dtype`` None
-    means a's dtype (FP8: ``D * scale_result`` rounded with saturation). Default model: what
-    an H100's cuBLASLt does -- ``hopper-wgmma`` promoted every 128 without fast
-    accumulation and never with it; with ``model`` given, ``promote_every`` defaults to 0.
-    The epilogue is an approximation (module docstring).
+    means a's dtype (FP8: ``D * scale_result`` rounded with saturation). Defaults: what
+    cuBLASLt does on an H100 or H200 -- ``hopper-wgmma`` promoted every 128 without fast
+    accumulation and never with it, scales and bias in cuBLASLt's epilogue; ``split_k``
+    is cuBLASLt's numSplitsK for the shape (1 for most shapes; see the README's table). With
+    ``model`` given, ``promote_every`` defaults to 0.
 
     >>> a = torch.ones(2, 32).to(torch.float8_e4m3fn); one = torch.tensor(1.0)
     >>> scaled_mm(a, a.t(), one, one, out_dtype=torch.float32).tolist()
@@ -175,14 +177,15 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     else:
         raise ValueError(f"scaled_mm: scales {tuple(scale_a.shape)} and {tuple(scale_b.shape)} are "
                          "not tensor-wise, row-wise or 1x128/128x128 blocks")
+    out_dtype = out_dtype or a.dtype
+    fp8_out = out_dtype in _DTYPE_OF_FORMAT.values()
+    out_type = {torch.bfloat16: "bf16", torch.float16: "f16"}.get(out_dtype, "f32")
     d = torch.ops.fp8sim.gemm(_codes(a.contiguous()), _codes(bt), None, sa.contiguous(),
                               sb.contiguous(), FORMAT_OF_DTYPE[a.dtype],
                               FORMAT_OF_DTYPE[b.dtype], model, promote_every, scaling, 128,
-                              scale_order, "f32", threads)
-    if bias is not None:
-        d = d + bias.to(torch.float32)
-    out_dtype = out_dtype or a.dtype
-    if out_dtype in _DTYPE_OF_FORMAT.values():
+                              scale_order, "f32" if fp8_out else out_type, threads,
+                              None if bias is None else bias.to(torch.float32), split_k)
+    if fp8_out:
         if scale_result is not None:
             d = d * scale_result.to(torch.float32)
         return torch.ops.fp8sim.encode(d, FORMAT_OF_DTYPE[out_dtype]).view(out_dtype)

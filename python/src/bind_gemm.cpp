@@ -18,10 +18,21 @@
 namespace fp8sim::py {
 namespace {
 
+// A bias argument as float32 values (N of them), or empty.
+std::vector<float> bias_values(const std::optional<AnyArray>& bias, std::size_t N) {
+  if (!bias) return {};
+  const View v = view(*bias, "bias", "<f4");
+  if (v.size() != N)
+    throw std::runtime_error(fmt::format("bias: expected {} float32 values (N), got {}", N, v.size()));
+  const auto* p = static_cast<const float*>(v.data);
+  return {p, p + N};
+}
+
 nb::ndarray<nb::numpy, float> run_gemm(const AnyArray& a, const AnyArray& b,
                                        const std::optional<AnyArray>& c,
                                        const std::optional<AnyArray>& a_scales,
                                        const std::optional<AnyArray>& b_scales,
+                                       const std::optional<AnyArray>& bias,
                                        const GemmOptions& g) {
   const GemmSpec s = gemm_spec(g, a_scales.has_value(), b_scales.has_value());
   const View A = view(a, "a", "|u1", 2), B = view(b, "b", "|u1", 2);
@@ -42,11 +53,12 @@ nb::ndarray<nb::numpy, float> run_gemm(const AnyArray& a, const AnyArray& b,
     sa = scale_values("a_scales", {va.descr, va.shape, va.data}, s.scaling, sh.a_rows, sh.a_cols);
     sb = scale_values("b_scales", {vb.descr, vb.shape, vb.data}, s.scaling, sh.b_rows, sh.b_cols);
   }
+  const std::vector<float> bv = bias_values(bias, N);
   std::vector<float> D(M * N);
   {
     nb::gil_scoped_release release;
     gemm(s, int(M), int(N), int(K), {static_cast<const std::uint8_t*>(A.data), M * K},
-         {static_cast<const std::uint8_t*>(B.data), N * K}, C, sa, sb, D);
+         {static_cast<const std::uint8_t*>(B.data), N * K}, C, sa, sb, D, bv);
   }
   return to_numpy(std::move(D), {M, N});
 }
@@ -55,8 +67,8 @@ nb::ndarray<nb::numpy, float> run_gemm(const AnyArray& a, const AnyArray& b,
 // device) is written by the CUDA engine on `stream`; scales are host arrays.
 void run_gemm_cuda(const CudaArray& a, const CudaArray& b, const std::optional<CudaArray>& c,
                    CudaOut& d, const std::optional<AnyArray>& a_scales,
-                   const std::optional<AnyArray>& b_scales, const GemmOptions& g,
-                   std::uintptr_t stream) {
+                   const std::optional<AnyArray>& b_scales, const std::optional<AnyArray>& bias,
+                   const GemmOptions& g, std::uintptr_t stream) {
   const GemmSpec s = gemm_spec(g, a_scales.has_value(), b_scales.has_value());
   const View A = view(a, "a", "|u1", 2), B = view(b, "b", "|u1", 2);
   const std::size_t M = A.shape[0], K = A.shape[1], N = B.shape[0];
@@ -87,10 +99,11 @@ void run_gemm_cuda(const CudaArray& a, const CudaArray& b, const std::optional<C
     sa = scale_values("a_scales", {va.descr, va.shape, va.data}, s.scaling, sh.a_rows, sh.a_cols);
     sb = scale_values("b_scales", {vb.descr, vb.shape, vb.data}, s.scaling, sh.b_rows, sh.b_cols);
   }
+  const std::vector<float> bv = bias_values(bias, N);
   nb::gil_scoped_release release;
   gemm_resident(s, int(M), int(N), int(K), static_cast<const std::uint8_t*>(A.data),
                 static_cast<const std::uint8_t*>(B.data), C, sa, sb, d.data(),
-                reinterpret_cast<void*>(stream), device);
+                reinterpret_cast<void*>(stream), device, bv);
 }
 
 std::vector<std::tuple<std::string, std::string, std::string>> models() {
@@ -109,15 +122,16 @@ void bind_gemm(nb::module_& m) {
          int promote_every, const std::optional<AnyArray>& a_scales,
          const std::optional<AnyArray>& b_scales, const std::string& scaling, int block,
          const std::string& scale_order, const std::string& out_type, const std::string& device,
-         int threads) {
-        return run_gemm(a, b, c, a_scales, b_scales,
+         int threads, const std::optional<AnyArray>& bias, int split_k) {
+        return run_gemm(a, b, c, a_scales, b_scales, bias,
                         {a_format, b_format, model, promote_every, scaling, block, scale_order,
-                         out_type, threads, device});
+                         out_type, threads, device, split_k});
       },
       nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("a_format"), nb::arg("b_format"),
       nb::arg("model"), nb::arg("promote_every"), nb::arg("a_scales").none(),
       nb::arg("b_scales").none(), nb::arg("scaling"), nb::arg("block"), nb::arg("scale_order"),
-      nb::arg("out_type"), nb::arg("device"), nb::arg("threads"),
+      nb::arg("out_type"), nb::arg("device"), nb::arg("threads"), nb::arg("bias").none(),
+      nb::arg("split_k"),
       "D = A B^T through an accumulator model, as `fp8sim gemm`.");
   m.def(
       "gemm_cuda",
@@ -125,16 +139,18 @@ void bind_gemm(nb::module_& m) {
          const std::string& a_format, const std::string& b_format, const std::string& model,
          int promote_every, const std::optional<AnyArray>& a_scales,
          const std::optional<AnyArray>& b_scales, const std::string& scaling, int block,
-         const std::string& scale_order, const std::string& out_type, std::uintptr_t stream) {
-        run_gemm_cuda(a, b, c, out, a_scales, b_scales,
+         const std::string& scale_order, const std::string& out_type, std::uintptr_t stream,
+         const std::optional<AnyArray>& bias, int split_k) {
+        run_gemm_cuda(a, b, c, out, a_scales, b_scales, bias,
                       {a_format, b_format, model, promote_every, scaling, block, scale_order,
-                       out_type, 0, "cuda"},
+                       out_type, 0, "cuda", split_k},
                       stream);
       },
       nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("out"), nb::arg("a_format"),
       nb::arg("b_format"), nb::arg("model"), nb::arg("promote_every"),
       nb::arg("a_scales").none(), nb::arg("b_scales").none(), nb::arg("scaling"),
       nb::arg("block"), nb::arg("scale_order"), nb::arg("out_type"), nb::arg("stream"),
+      nb::arg("bias").none(), nb::arg("split_k"),
       "out = A B^T on CUDA device arrays through the CUDA engine, in place on `stream`.");
   m.def("models", &models, "(name, parameters, evidence) of every accumulator preset.");
   m.def("describe_model", [](const std::string& name) { return describe(accumulator_by_name(name)); },

@@ -17,7 +17,7 @@ namespace fp8sim::cli {
 namespace {
 
 struct GemmArgs : GemmOptions {
-  std::string a, b, c, a_scales, b_scales;
+  std::string a, b, c, a_scales, b_scales, bias;
   std::string out = "D.npy";
 };
 
@@ -46,8 +46,11 @@ void run_gemm(const GemmArgs& g) {
     sa = read_scales(g.a_scales, s.scaling, sh.a_rows, sh.a_cols);
     sb = read_scales(g.b_scales, s.scaling, sh.b_rows, sh.b_cols);
   }
+  std::vector<float> bias;
+  if (!g.bias.empty()) bias = read_npy_checked(g.bias, "<f4", {N}).as<float>();
   std::vector<float> D(M * N);
-  gemm(s, int(M), int(N), int(K), a.as<std::uint8_t>(), b.as<std::uint8_t>(), C, sa, sb, D);
+  gemm(s, int(M), int(N), int(K), a.as<std::uint8_t>(), b.as<std::uint8_t>(), C, sa, sb, D,
+       bias);
   write_npy(g.out, "<f4", {M, N}, D.data(), D.size() * sizeof(float));
 }
 
@@ -72,7 +75,14 @@ void add_gemm_commands(CLI::App& app) {
                                            "scales are given, else none)");
   add_integer_option(cmd, "--block", g->block,
                      "Block size g for --scaling block (A 1 x g, B g x g)", 1, limits::kMaxDim);
-  cmd->add_option("--scale-order", g->scale_order, "deepgemm|cublaslt")->capture_default_str();
+  cmd->add_option("--scale-order", g->scale_order,
+                  "deepgemm (scales at each chunk) | cublaslt (tensor/row scales after K, as "
+                  "cuBLASLt)")->capture_default_str();
+  cmd->add_option("--bias", g->bias, "BIAS.npy: float32 (N,), added in fp32 before the output "
+                                     "rounding (a bf16/fp16 bias as its float32 values)");
+  add_integer_option(cmd, "--split-k", g->split_k,
+                     "K slices reduced in fp32, as cuBLASLt's numSplitsK (slices of "
+                     "ceil(K/S) rounded up to 128)", 1, limits::kMaxDim);
   cmd->add_option("--out-type", g->out_type, "f32|bf16|f16")->capture_default_str();
   cmd->add_option("--out", g->out, "Output D.npy (float32 (M, N))")->capture_default_str();
   add_threads_option(cmd, g->threads);

@@ -142,7 +142,7 @@ def test_scaled_mm_and_float8_linear_on_cuda_match_cpu(rng):
     cpu = ft.Float8Linear(256, 128, recipe="deepseek-v3")
     gpu = ft.Float8Linear(256, 128, recipe="deepseek-v3").cuda()
     gpu.load_state_dict(cpu.state_dict())
-    x = torch.from_numpy(rng.normal(size=(16, 256)).astype(np.float32))
+    x = torch.from_numpy(rng.normal(size=(128, 256)).astype(np.float32))
     xc = x.cuda().requires_grad_()
     x.requires_grad_()
     y, yc = cpu(x), gpu(xc)
