@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -34,17 +35,35 @@ void check(cudaError_t e, const char* what) {
     throw std::runtime_error(std::string("device cuda: ") + what + ": " + cudaGetErrorString(e));
 }
 
+// Device memory, stream-ordered: allocated and freed on the GEMM's stream from the device's
+// default pool (kept cached between calls: no cudaMalloc/cudaFree synchronisation per call).
 struct DeviceFree {
-  void operator()(void* p) const { cudaFree(p); }
+  cudaStream_t stream = nullptr;
+  void operator()(void* p) const { cudaFreeAsync(p, stream); }
 };
 using DeviceBuffer = std::unique_ptr<void, DeviceFree>;
+
+DeviceBuffer device_alloc(std::size_t bytes, cudaStream_t st) {
+  void* d = nullptr;
+  check(cudaMallocAsync(&d, bytes, st), "cudaMallocAsync");
+  return DeviceBuffer(d, DeviceFree{st});
+}
+
+// Once per device: the default pool keeps freed memory for the next call.
+void keep_pool_cached() {
+  int dev = 0;
+  check(cudaGetDevice(&dev), "get device");
+  cudaMemPool_t pool;
+  check(cudaDeviceGetDefaultMemPool(&pool, dev), "memory pool");
+  std::uint64_t keep = UINT64_MAX;
+  check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "memory pool");
+}
 
 template <class T>
 T* upload(const T* host, std::size_t n, cudaStream_t st, DeviceBuffer& keep) {
   if (host == nullptr || n == 0) return nullptr;
-  void* d = nullptr;
-  check(cudaMalloc(&d, n * sizeof(T)), "cudaMalloc");
-  keep.reset(d);
+  keep = device_alloc(n * sizeof(T), st);
+  void* d = keep.get();
   check(cudaMemcpyAsync(d, host, n * sizeof(T), cudaMemcpyHostToDevice, st), "upload");
   return static_cast<T*>(d);
 }
@@ -101,10 +120,8 @@ ResidentOperands decode_resident(const DeviceGemm& g, std::size_t a_n, std::size
   std::copy(g.a_lut, g.a_lut + la, stage.begin() + 4);
   std::copy(g.b_lut, g.b_lut + lb, stage.begin() + 4 + la);
   ResidentOperands r;
-  void* mem = nullptr;
-  check(cudaMalloc(&mem, (stage.size() + a_n + b_n) * sizeof(float)), "cudaMalloc");
-  r.keep.reset(mem);
-  float* base = static_cast<float*>(mem);
+  r.keep = device_alloc((stage.size() + a_n + b_n) * sizeof(float), st);
+  float* base = static_cast<float*>(r.keep.get());
   check(cudaMemcpyAsync(base, stage.data(), stage.size() * sizeof(float), cudaMemcpyHostToDevice,
                         st), "upload");
   r.bad = reinterpret_cast<unsigned long long*>(base);
@@ -208,6 +225,7 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
     throw std::runtime_error("device cuda: no CUDA device");
   }
   if (launch.device >= 0) check(cudaSetDevice(launch.device), "set device");
+  keep_pool_cached();
   // The reference step's frames (WideSum, nested for c=add) outgrow the default stack.
   std::size_t stack = 0;
   check(cudaDeviceGetLimit(&stack, cudaLimitStackSize), "stack size");
@@ -244,10 +262,8 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
     p.g.A = upload(g.A, std::size_t(g.M) * g.K, st, bufA);
     p.g.B = upload(g.B, b_rows * g.K, st, bufB);
     p.g.C = upload(g.C, g.C ? outputs : 0, st, bufC);
-    void* d = nullptr;
-    check(cudaMalloc(&d, outputs * sizeof(float)), "cudaMalloc");
-    bufD.reset(d);
-    p.g.D = static_cast<float*>(d);
+    bufD = device_alloc(outputs * sizeof(float), st);
+    p.g.D = static_cast<float*>(bufD.get());
   }
   p.g.sa = upload(g.sa, g.sa_size, st, bufSa);
   p.g.sb = upload(g.sb, g.sb_size, st, bufSb);
