@@ -141,6 +141,7 @@ CaptureCase read_case(const std::string& dir, const json& j, Where w) {
   s.order = spec_call([&] { return parse_scale_order(opt_string(j, "scale_order", w, "deepgemm")); });
   s.out_type = output_type(opt_string(j, "out_type", w, "f32"), w);
   s.split_k = find(j, "split_k") ? int(get_int(j["split_k"], "split_k", w, 1, limits::kMaxDim, "kMaxDim")) : 1;
+  s.split_k_align = find(j, "split_k_align") ? int(get_int(j["split_k_align"], "split_k_align", w, 1, limits::kMaxDim, "kMaxDim")) : 128;
   cs.M = int(get_int(need(j, "M", w), "M", w, 1, limits::kMaxDim, "kMaxDim"));
   cs.N = int(get_int(need(j, "N", w), "N", w, 1, limits::kMaxDim, "kMaxDim"));
   cs.K = int(get_int(need(j, "K", w), "K", w, 1, limits::kMaxDim, "kMaxDim"));
@@ -266,6 +267,7 @@ void write_capture(const std::string& dir, const Capture& cap) {
                     {"M", c.M}, {"N", c.N}, {"K", c.K}, {"a", a}, {"b", b}};
     jc["c"] = save_f32("_c.npy", c.c, {M, N});
     if (c.spec.split_k > 1) jc["split_k"] = c.spec.split_k;
+    if (c.spec.split_k_align != 128) jc["split_k_align"] = c.spec.split_k_align;
     if (!c.bias.empty()) jc["bias"] = save_f32("_bias.npy", c.bias, {N});
     std::vector<std::size_t> sa_shape{0, 0}, sb_shape{0, 0};
     if (c.spec.scaling != Scaling::none) {

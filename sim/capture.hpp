@@ -15,8 +15,8 @@
 //   (N,), added before the output rounding; split_k: K slices (gemm_split.hpp). "model": null
 //   when unknown. Provenance keys and c, sa, sb, prefix_k, d_prefix, promote_every (0),
 //   scaling ("none"), block (128), scale_order ("deepgemm"), out_type ("f32"), kernel, suite,
-//   seed, self_test, split_k (1), bias may be absent; other keys are ignored. Paths are
-//   relative to DIR.
+//   seed, self_test, split_k (1), split_k_align (128), bias may be absent; other keys are
+//   ignored. Paths are relative to DIR.
 #pragma once
 
 #include <cstdint>

@@ -110,6 +110,9 @@ void validate(const GemmSpec& s, int M, int N, int K) {
   }
   if (s.split_k < 1)
     throw std::invalid_argument(fmt::format("split_k = {} must be >= 1", s.split_k));
+  if (s.split_k_align < 1)
+    throw std::invalid_argument(
+        fmt::format("split_k_align = {} must be >= 1", s.split_k_align));
   if (!is_output_type(s.out_type))
     throw std::invalid_argument(
         fmt::format("output type {} is not f32, bf16 or f16", s.out_type.name));

@@ -47,6 +47,7 @@ struct GemmSpec {
   int threads = 0;                // 0: all hardware threads; results never depend on it
   Device device = Device::cpu;    // where it runs; every device gives the same bits
   int split_k = 1;                // K slices (cuBLASLt's numSplitsK; sim/gemm_split.hpp)
+  int split_k_align = 128;        // slice lengths round up to a multiple of this
 };
 
 // Shapes of the scale arrays for a spec and problem size: {rows, cols} of sa and sb.

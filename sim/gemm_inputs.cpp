@@ -32,6 +32,7 @@ GemmSpec gemm_spec(const GemmOptions& o, bool have_a_scales, bool have_b_scales)
   s.device = parse_device(o.device);
   s.scaling = resolve_scaling(o.scaling, have_a_scales, have_b_scales);
   s.split_k = o.split_k;
+  s.split_k_align = o.split_k_align;
   return s;
 }
 

@@ -31,6 +31,7 @@ struct GemmOptions {
   int threads = 0;
   std::string device = "cpu";
   int split_k = 1;  // K slices reduced in fp32 (cuBLASLt's numSplitsK; sim/gemm_split.hpp)
+  int split_k_align = 128;  // slice lengths round up to a multiple of this
 };
 
 // The GemmSpec the options name, for a call with or without scale arrays. Throws

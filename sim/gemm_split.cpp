@@ -10,8 +10,6 @@
 namespace fp8sim {
 namespace {
 
-constexpr int kSliceAlign = 128;  // cuBLASLt's slices are whole 128-element K tiles
-
 bool epilogue_scales(const GemmSpec& s) {
   return s.order == ScaleOrder::cublaslt &&
          (s.scaling == Scaling::tensor || s.scaling == Scaling::row);
@@ -57,7 +55,8 @@ std::vector<float> scale_columns(std::span<const float> v, std::size_t cols, std
 int split_slice(const GemmSpec& s, int K) {
   if (s.split_k <= 1) return K;
   const int per = (K + s.split_k - 1) / s.split_k;
-  const int aligned = (per + kSliceAlign - 1) / kSliceAlign * kSliceAlign;
+  const int align = std::max(1, s.split_k_align);
+  const int aligned = (per + align - 1) / align * align;
   return std::min(aligned, K);
 }
 

@@ -5,7 +5,8 @@
 //
 // Measured on cuBLASLt (torch._scaled_mm, CUDA 13, H100 and H200; README "cuBLASLt"):
 //   - split-K with S slices (cuBLASLt's numSplitsK, reduction scheme COMPUTE_TYPE): slices
-//     of ceil(ceil(K / S) / 128) * 128 elements in K order (the last one shorter), each
+//     of ceil(K / S) rounded up to a multiple of A (GemmSpec::split_k_align: 128, and 512
+//     for the block-scaled kernels) in K order (the last one shorter), each
 //     accumulated from zero through the model (C enters the first), the partial results
 //     summed in fp32 in slice order;
 //   - then, with ScaleOrder::cublaslt, tensor scales D = acc * fp32(sa * sb) and row scales

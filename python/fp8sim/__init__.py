@@ -190,7 +190,8 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
          a_scales: Optional[ArrayLike] = None, b_scales: Optional[ArrayLike] = None,
          scaling: Optional[str] = None, block: int = 128, scale_order: str = "deepgemm",
          out_type: str = "f32", device: Optional[str] = None, threads: int = 0,
-         bias: Optional[ArrayLike] = None, split_k: int = 1) -> np.ndarray:
+         bias: Optional[ArrayLike] = None, split_k: int = 1,
+         split_k_align: int = 128) -> np.ndarray:
     """D = A B^T through an accumulator model: the same bits as ``fp8sim gemm``.
 
     ``a`` (M x K) and ``b`` (N x K: each row one column, cuBLASLt's TN) are uint8 codes of
@@ -202,7 +203,8 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
     after K, as cuBLASLt), ``out_type`` f32|bf16|f16 (D holds the float32 values of that
     type), ``device`` cpu|cuda, ``threads`` (0 all; never changes a result), ``bias`` (N
     float32 values added before the output rounding), ``split_k`` (K slices reduced in fp32,
-    cuBLASLt's numSplitsK).
+    cuBLASLt's numSplitsK) and ``split_k_align`` (slice lengths round up to a multiple of it:
+    cuBLASLt 128, its block-scaled kernels 512).
     Operands are not copied; the engine decodes each once.
 
     torch CUDA tensors for ``a`` and ``b`` (and ``c``) run on the CUDA engine on their own
@@ -220,12 +222,13 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
     """
     if _on_cuda(a) or _on_cuda(b):
         return _gemm_cuda(a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales,
-                          scaling, block, scale_order, out_type, device, bias, split_k)
+                          scaling, block, scale_order, out_type, device, bias, split_k,
+                          split_k_align)
     return _core.gemm(
         _codes(a, np.uint8), _codes(b, np.uint8), None if c is None else as_array(c), a_format, b_format, model,
         promote_every, None if a_scales is None else as_array(a_scales),
         None if b_scales is None else as_array(b_scales), scaling or "", block, scale_order,
-        out_type, device or "cpu", threads, _f32(bias), split_k)
+        out_type, device or "cpu", threads, _f32(bias), split_k, split_k_align)
 
 
 def _on_cuda(x: ArrayLike) -> bool:
@@ -242,7 +245,7 @@ def _f32(x: Optional[ArrayLike]) -> Optional[np.ndarray]:
 
 
 def _gemm_cuda(a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales, scaling,
-               block, scale_order, out_type, device, bias, split_k):
+               block, scale_order, out_type, device, bias, split_k, split_k_align):
     """gemm() on torch CUDA tensors: the CUDA engine reads them in place."""
     import torch
     if device not in (None, "cuda"):
@@ -273,7 +276,8 @@ def _gemm_cuda(a, b, c, a_format, b_format, model, promote_every, a_scales, b_sc
     stream = torch.cuda.current_stream(a.device).cuda_stream
     _core.gemm_cuda(codes(a), codes(b), None if c is None else c.detach(), out, a_format,
                     b_format, model, promote_every, host(a_scales), host(b_scales),
-                    scaling or "", block, scale_order, out_type, stream, _f32(bias), split_k)
+                    scaling or "", block, scale_order, out_type, stream, _f32(bias), split_k,
+                    split_k_align)
     return out
 
 

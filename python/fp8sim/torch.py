@@ -51,7 +51,8 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c: Optional[torch.Tensor] = None,
          a_format: str = "e4m3", b_format: str = "e4m3", model: str = "hopper-wgmma",
          promote_every: int = 0, scaling: str = "", block: int = 128,
          scale_order: str = "deepgemm", out_type: str = "f32", threads: int = 0,
-         bias: Optional[torch.Tensor] = None, split_k: int = 1) -> torch.Tensor:
+         bias: Optional[torch.Tensor] = None, split_k: int = 1,
+         split_k_align: int = 128) -> torch.Tensor:
     """``fp8sim.gemm`` as a torch op: A (M x K) and B (N x K) uint8 codes -> float32 M x N.
 
     >>> a = torch.full((1, 32), 0x38, dtype=torch.uint8)  # e4m3 1.0
@@ -61,17 +62,17 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c: Optional[torch.Tensor] = None,
     if a.is_cuda or b.is_cuda:
         return _fp8sim.gemm(a, b, c, a_format, b_format, model, promote_every, a_scales,
                             b_scales, scaling or None, block, scale_order, out_type, None,
-                            bias=bias, split_k=split_k)
+                            bias=bias, split_k=split_k, split_k_align=split_k_align)
     d = _fp8sim.gemm(a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales,
                      scaling or None, block, scale_order, out_type, "cpu", threads, bias=bias,
-                     split_k=split_k)
+                     split_k=split_k, split_k_align=split_k_align)
     return torch.from_numpy(d)
 
 
 @gemm.register_fake
 def _(a, b, c=None, a_scales=None, b_scales=None, a_format="e4m3", b_format="e4m3",
       model="hopper-wgmma", promote_every=0, scaling="", block=128, scale_order="deepgemm",
-      out_type="f32", threads=0, bias=None, split_k=1):
+      out_type="f32", threads=0, bias=None, split_k=1, split_k_align=128):
     torch._check(a.dim() == 2 and b.dim() == 2 and a.shape[1] == b.shape[1])
     return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.float32)
 
@@ -139,7 +140,8 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
               bias: Optional[torch.Tensor] = None, scale_result: Optional[torch.Tensor] = None,
               out_dtype: Optional[torch.dtype] = None, use_fast_accum: bool = False,
               model: Optional[str] = None, promote_every: Optional[int] = None,
-              scale_order: str = "cublaslt", threads: int = 0, split_k: int = 1) -> torch.Tensor:
+              scale_order: str = "cublaslt", threads: int = 0, split_k: int = 1,
+              split_k_align: Optional[int] = None) -> torch.Tensor:
     """``torch._scaled_mm`` through fp8sim: ``(a @ b) * scales (+ bias)`` in ``out_dtype``.
 
     ``a`` FP8 (M x K), ``b`` FP8 (K x N, column-major as cuBLASLt wants it). Scales:
@@ -148,8 +150,9 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     means a's dtype (FP8: ``D * scale_result`` rounded with saturation). Defaults: what
     cuBLASLt does on an H100 or H200 -- ``hopper-wgmma`` promoted every 128 without fast
     accumulation and never with it, scales and bias in cuBLASLt's epilogue; ``split_k``
-    is cuBLASLt's numSplitsK for the shape (1 for most shapes; see the README's table). With
-    ``model`` given, ``promote_every`` defaults to 0.
+    is cuBLASLt's numSplitsK for the shape (1 for most shapes; see the README's table), its
+    slices rounded up to ``split_k_align`` elements (default: 512 with block scales, else
+    128, as cuBLASLt's kernels do). With ``model`` given, ``promote_every`` defaults to 0.
 
     >>> a = torch.ones(2, 32).to(torch.float8_e4m3fn); one = torch.tensor(1.0)
     >>> scaled_mm(a, a.t(), one, one, out_dtype=torch.float32).tolist()
@@ -184,7 +187,8 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
                               sb.contiguous(), FORMAT_OF_DTYPE[a.dtype],
                               FORMAT_OF_DTYPE[b.dtype], model, promote_every, scaling, 128,
                               scale_order, "f32" if fp8_out else out_type, threads,
-                              None if bias is None else bias.to(torch.float32), split_k)
+                              None if bias is None else bias.to(torch.float32), split_k,
+                              split_k_align or (512 if scaling == "block" else 128))
     if fp8_out:
         if scale_result is not None:
             d = d * scale_result.to(torch.float32)

@@ -122,16 +122,16 @@ void bind_gemm(nb::module_& m) {
          int promote_every, const std::optional<AnyArray>& a_scales,
          const std::optional<AnyArray>& b_scales, const std::string& scaling, int block,
          const std::string& scale_order, const std::string& out_type, const std::string& device,
-         int threads, const std::optional<AnyArray>& bias, int split_k) {
+         int threads, const std::optional<AnyArray>& bias, int split_k, int split_k_align) {
         return run_gemm(a, b, c, a_scales, b_scales, bias,
                         {a_format, b_format, model, promote_every, scaling, block, scale_order,
-                         out_type, threads, device, split_k});
+                         out_type, threads, device, split_k, split_k_align});
       },
       nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("a_format"), nb::arg("b_format"),
       nb::arg("model"), nb::arg("promote_every"), nb::arg("a_scales").none(),
       nb::arg("b_scales").none(), nb::arg("scaling"), nb::arg("block"), nb::arg("scale_order"),
       nb::arg("out_type"), nb::arg("device"), nb::arg("threads"), nb::arg("bias").none(),
-      nb::arg("split_k"),
+      nb::arg("split_k"), nb::arg("split_k_align"),
       "D = A B^T through an accumulator model, as `fp8sim gemm`.");
   m.def(
       "gemm_cuda",
@@ -140,17 +140,17 @@ void bind_gemm(nb::module_& m) {
          int promote_every, const std::optional<AnyArray>& a_scales,
          const std::optional<AnyArray>& b_scales, const std::string& scaling, int block,
          const std::string& scale_order, const std::string& out_type, std::uintptr_t stream,
-         const std::optional<AnyArray>& bias, int split_k) {
+         const std::optional<AnyArray>& bias, int split_k, int split_k_align) {
         run_gemm_cuda(a, b, c, out, a_scales, b_scales, bias,
                       {a_format, b_format, model, promote_every, scaling, block, scale_order,
-                       out_type, 0, "cuda", split_k},
+                       out_type, 0, "cuda", split_k, split_k_align},
                       stream);
       },
       nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("out"), nb::arg("a_format"),
       nb::arg("b_format"), nb::arg("model"), nb::arg("promote_every"),
       nb::arg("a_scales").none(), nb::arg("b_scales").none(), nb::arg("scaling"),
       nb::arg("block"), nb::arg("scale_order"), nb::arg("out_type"), nb::arg("stream"),
-      nb::arg("bias").none(), nb::arg("split_k"),
+      nb::arg("bias").none(), nb::arg("split_k"), nb::arg("split_k_align"),
       "out = A B^T on CUDA device arrays through the CUDA engine, in place on `stream`.");
   m.def("models", &models, "(name, parameters, evidence) of every accumulator preset.");
   m.def("describe_model", [](const std::string& name) { return describe(accumulator_by_name(name)); },

@@ -82,7 +82,10 @@ void add_gemm_commands(CLI::App& app) {
                                      "rounding (a bf16/fp16 bias as its float32 values)");
   add_integer_option(cmd, "--split-k", g->split_k,
                      "K slices reduced in fp32, as cuBLASLt's numSplitsK (slices of "
-                     "ceil(K/S) rounded up to 128)", 1, limits::kMaxDim);
+                     "ceil(K/S) rounded up to --split-k-align)", 1, limits::kMaxDim);
+  add_integer_option(cmd, "--split-k-align", g->split_k_align,
+                     "Slice lengths round up to a multiple of this (cuBLASLt: 128; its "
+                     "block-scaled kernels: 512)", 1, limits::kMaxDim);
   cmd->add_option("--out-type", g->out_type, "f32|bf16|f16")->capture_default_str();
   cmd->add_option("--out", g->out, "Output D.npy (float32 (M, N))")->capture_default_str();
   add_threads_option(cmd, g->threads);
