@@ -5,10 +5,14 @@ bias, fast accumulation) it runs torch._scaled_mm on seeded random E4M3 operands
 windows of D (the first and the last `--window` rows and columns) with the rows of A and B
 and the scales they need, as a capture folder (manifest.json + .npy, the format sim/capture
 reads). With CUBLASLT_LOG_LEVEL=5 (set here before torch loads cuBLASLt) each case also
-records cuBLASLt's own trace line of the matmul it ran: the algorithm it chose (id, tile,
-stages, split-K count, reduction scheme, swizzle, custom option, workspace).
+records the algorithm cuBLASLt chose, from its own trace line of the matmul (id, tile,
+stages, split-K count, reduction scheme, custom option, cluster shape, workspace), and the
+fp8sim model that reproduces it (README "cuBLASLt"): hopper-wgmma promoted every 128 (never
+with fast accumulation), split_k = cuBLASLt's numSplitsK (slices aligned to 512 for block
+scales), scale order cublaslt. --check then replays the capture through fp8sim and prints,
+per shape, ok or the first case that differs (exit 1).
 
-  python3 cuda/capture_scaled_mm.py --out DIR --plan epilogues|shapes --shape 64x64x4096 ...
+  python3 cuda/capture_scaled_mm.py --out DIR --plan epilogues|shapes --shape 64x64x4096 ... [--check]
 """
 from __future__ import annotations
 
@@ -36,18 +40,34 @@ def parse_shape(s: str) -> tuple[int, int, int]:
     return tuple(int(v) for v in m.groups())
 
 
-def log_tail(offset: int) -> tuple[list[str], int]:
-    """cuBLASLt trace lines written since `offset` (those naming a matmul or its algo)."""
+def log_tail(offset: int) -> tuple[dict, int]:
+    """The algorithm of the last matmul cuBLASLt traced since `offset` ({} if none)."""
     try:
         with open(LOG, "r", errors="replace") as f:
             f.seek(offset)
             text = f.read()
             end = f.tell()
     except FileNotFoundError:
-        return [], offset
-    keep = [ln.strip()[:2000] for ln in text.splitlines()
-            if "cublasLtMatmul" in ln and ("algo" in ln.lower() or "Algo" in ln)]
-    return keep, end
+        return {}, offset
+    algo = {}
+    for ln in text.splitlines():
+        if "[Trace][cublasLtMatmul]" in ln:
+            m = re.search(r"algo=\[([^\]]*)\]", ln)
+            algo = dict(kv.split("=", 1) for kv in m.group(1).split()) if m else {}
+            w = re.search(r"workSpaceSizeInBytes=(\d+)", ln)
+            algo["workspace"] = int(w.group(1)) if w else 0
+    return algo, end
+
+
+def kernel_name(algo: dict) -> str:
+    """One line naming cuBLASLt's choice, e.g. 'torch._scaled_mm cuBLASLt algo 66 tile 64x32
+    stages 128xAUTO splitK 22 reduction COMPUTE_TYPE custom 0 cluster 2x1x1 workspace 1048576'."""
+    short = lambda k, p="": algo.get(k, "-").replace(p, "")  # noqa: E731
+    return (f"torch._scaled_mm cuBLASLt algo {short('algoId')} tile {short('tile', 'MATMUL_TILE_')} "
+            f"stages {short('stages', 'MATMUL_STAGES_')} splitK {algo.get('numSplitsK', '1')} "
+            f"reduction {short('reductionScheme', 'REDUCTION_SCHEME_')} "
+            f"custom {algo.get('customOption', '0')} cluster {short('clusterShape', 'CLUSTER_SHAPE_')} "
+            f"workspace {algo.get('workspace', 0)}")
 
 
 def scales(kind: str, M: int, N: int, K: int, g: torch.Generator, dev):
@@ -101,6 +121,8 @@ def main() -> int:
     ap.add_argument("--window", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--device", default="cuda", help="cpu: a dry run of the script itself")
+    ap.add_argument("--check", action="store_true",
+                    help="replay the capture through fp8sim and report ok per shape")
     args = ap.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         print("capture_scaled_mm: no CUDA device", file=sys.stderr)
@@ -158,20 +180,22 @@ def main() -> int:
             except (RuntimeError, ValueError, TypeError, NotImplementedError) as e:
                 manifest["unsupported"].append({"case": tag, "error": str(e).splitlines()[0][:300]})
                 continue
-            lines, offset = log_tail(offset)
+            algo, offset = log_tail(offset)
+            split = int(algo.get("numSplitsK", "1"))
             d = d.float().cpu()
             sa_c, sb_c = sa.float().cpu(), sb.float().cpu()
             for wname, r0, c0, rows, cols in wins:
                 name = f"{tag}_{wname}"
                 case = {
-                    "name": name, "kernel": "torch._scaled_mm", "suite": args.plan,
-                    "a_format": "e4m3", "b_format": "e4m3", "model": None,
-                    "promote_every": 0, "scaling": "none", "block": 128,
+                    "name": name, "kernel": kernel_name(algo), "suite": args.plan,
+                    "a_format": "e4m3", "b_format": "e4m3", "model": "hopper-wgmma",
+                    "promote_every": 0 if fa else 128, "scaling": "none", "block": 128,
                     "scale_order": "cublaslt", "out_type": o, "M": rows, "N": cols, "K": K,
                     "a": f"{stem}_{wname}_a.npy", "b": f"{stem}_{wname}_b.npy", "c": None,
                     "sa": None, "sb": None, "d": f"{name}_d.npy",
                     "shape": [M, N, K], "window": [r0, c0], "scale_mode": kind,
-                    "use_fast_accum": fa, "bias": None, "cublaslt_log": lines,
+                    "use_fast_accum": fa, "bias": None, "algo": algo, "split_k": split,
+                    "split_k_align": 512 if kind == "block" else 128,
                 }
                 np.save(os.path.join(args.out, f"{name}_d.npy"),
                         np.ascontiguousarray(d[r0:r0 + rows, c0:c0 + cols].numpy()))
@@ -202,7 +226,22 @@ def main() -> int:
         print(f"{shape}: {len(manifest['cases'])} cases so far", flush=True)
     with open(os.path.join(args.out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
-    return 0
+    return check(args.out) if args.check else 0
+
+
+def check(out: str) -> int:
+    """fp8sim's replay of the capture, one line per shape: ok, or the first case that differs."""
+    import fp8sim
+    shapes: dict = {}
+    for c in fp8sim.replay(out)["cases"]:
+        shape = c["name"].split("_")[0]
+        ok, first = shapes.get(shape, (True, ""))
+        if c["matches"] != c["total"] and ok:
+            ok, first = False, c["line"]
+        shapes[shape] = (ok, first)
+    for shape, (ok, first) in shapes.items():
+        print(f"{shape}: {'ok' if ok else 'DIFFERS: ' + first}")
+    return 0 if all(ok for ok, _ in shapes.values()) else 1
 
 
 if __name__ == "__main__":
