@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <set>
 #include <stdexcept>
 
 namespace fp8sim {
@@ -75,6 +76,47 @@ Recipe grid_recipe(const FormatSpec& format, const ScalingSpec& scaling,
   r.promote_every = promote_every;
   r.out_type = out_type;
   return r;
+}
+
+std::vector<Recipe> recipe_list(const RecipeRequest& g) {
+  std::vector<Recipe> out;
+  std::set<std::string> seen;
+  const auto add = [&](Recipe r) {
+    if (seen.insert(r.name).second) out.push_back(std::move(r));
+  };
+  for (const std::string& name : g.names) {
+    if (name == "all") {
+      for (const NamedRecipe& n : named_recipes())
+        if (n.unavailable.empty()) add(recipe_by_name(n.name));
+    } else {
+      add(recipe_by_name(name));
+    }
+  }
+  const bool grid = !g.formats.empty() || !g.scalings.empty() || !g.encodings.empty() ||
+                    !g.models.empty() || !g.promote_every.empty();
+  if (grid) {
+    const auto or_default = [](const auto& v, auto d) { return v.empty() ? decltype(v){d} : v; };
+    const auto formats = or_default(g.formats, std::string("e4m3"));
+    const auto scalings = or_default(g.scalings, std::string("tensor"));
+    const auto encodings = or_default(g.encodings, std::string("fp32"));
+    const auto models = or_default(g.models, std::string("hopper-wgmma"));
+    const auto promotes = or_default(g.promote_every, 128);
+    const FormatSpec out_type = format_by_name(g.out_type);
+    for (const std::string& f : formats)
+      for (const std::string& sc : scalings)
+        for (const std::string& enc : encodings) {
+          // none and mx have one encoding; a scaling that names its encoding keeps it.
+          const bool fixed = sc == "none" || sc == "mx" || sc.find(':') != std::string::npos;
+          const ScalingSpec scaling = scaling_by_name(fixed ? sc : sc + ":" + enc);
+          for (const std::string& m : models)
+            for (int p : promotes)
+              add(grid_recipe(format_by_name(f), scaling, accumulator_by_name(m), p, out_type));
+        }
+  }
+  if (out.empty())
+    for (const NamedRecipe& n : named_recipes())
+      if (n.unavailable.empty()) add(recipe_by_name(n.name));
+  return out;
 }
 
 }  // namespace fp8sim

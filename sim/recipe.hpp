@@ -52,4 +52,16 @@ Recipe recipe_by_name(std::string_view name);
 Recipe grid_recipe(const FormatSpec& format, const ScalingSpec& scaling,
                    const AccumulatorSpec& model, int promote_every, const FormatSpec& out_type);
 
+// The recipes a front-end asks for (`fp8sim analyze`, fp8sim.analyze): named ones ("all":
+// every available one), then the grid's cross product of the axes given (axes left out take
+// the defaults e4m3, tensor, fp32, hopper-wgmma, 128), each recipe once; every available
+// named recipe when nothing is asked. Throws std::invalid_argument naming a bad value.
+struct RecipeRequest {
+  std::vector<std::string> names;
+  std::vector<std::string> formats, scalings, encodings, models;
+  std::vector<int> promote_every;
+  std::string out_type = "f32";
+};
+std::vector<Recipe> recipe_list(const RecipeRequest& q);
+
 }  // namespace fp8sim

@@ -21,7 +21,7 @@ from . import _core
 
 __all__ = [
     "formats", "describe", "encode", "decode", "table", "next_up", "next_down", "ulp",
-    "Quantized", "quantize", "gemm", "models", "sweep", "replay", "probe", "as_array",
+    "Quantized", "quantize", "gemm", "models", "sweep", "replay", "probe", "analyze", "as_array",
 ]
 __version__ = "0.1.0"
 git_revision: str = _core.git_revision
@@ -333,6 +333,69 @@ def replay(dir: str, model: str = "", promote_every: int = -1, case: str = "",
     for c, line in zip(report["cases"], lines):
         c["line"] = line
     return report
+
+
+def _analysis_input(x: ArrayLike, name: str) -> tuple[np.ndarray, str]:
+    """A 2-D float input as float32 values and the dtype they were (f32, bf16, f16)."""
+    if type(x).__module__.startswith("torch"):
+        import torch
+        t = x.detach()
+        label = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}.get(t.dtype)
+        if label is None:
+            raise ValueError(f"{name}: torch dtype {t.dtype}: expected float32, bfloat16 or float16")
+        return np.ascontiguousarray(t.float().cpu().numpy()), label
+    a = np.asarray(x)
+    label = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}.get(a.dtype.name)
+    if label is None:
+        if a.dtype == np.float64 and np.array_equal(a.astype(np.float32).astype(np.float64), a):
+            label = "f32"  # float64 holding float32 values (e.g. Python floats)
+        else:
+            raise ValueError(f"{name}: dtype {a.dtype}: expected float32, bfloat16 or float16 "
+                             "values")
+    return np.ascontiguousarray(a.astype(np.float32)), label
+
+
+def analyze(a: ArrayLike, b: ArrayLike, recipes: Sequence[str] = (),
+            formats: Sequence[str] = (), scalings: Sequence[str] = (),
+            encodings: Sequence[str] = (), models: Sequence[str] = (),
+            promote_every: Sequence[int] = (), out_type: str = "f32", stages: bool = True,
+            pairs: int = 4096, seed: int = 1, threads: int = 0, device: str = "cpu",
+            skip_invalid: bool = False, out: Optional[str] = None):
+    """FP8 error analysis of your own tensors, as ``fp8sim analyze``: A (M x K) and B (N x K)
+    (float32, bfloat16 or float16; NumPy, ml_dtypes or torch) through named ``recipes``
+    ("all": every available one) and the grid of ``formats`` x ``scalings`` x ``encodings``
+    x ``models`` x ``promote_every``; every named recipe when nothing is asked. Returns a
+    pandas DataFrame with the CLI's ``analyze.csv`` columns (one row per recipe: SQNR, its
+    row/column quantiles, each stage's share of the error, the pairs' correlation);
+    ``df.attrs`` holds ``rows`` and ``pairs`` (the other two CSVs as DataFrames) and
+    ``skipped``. ``out``: a folder to write the three CSVs into, byte for byte the CLI's
+    (the CLI adds the JSON manifest; ``experiments/plot_analyze.py`` draws the figure).
+
+    >>> r = np.random.default_rng(0)
+    >>> df = analyze(r.normal(size=(64, 256)).astype(np.float32),
+    ...              r.normal(size=(32, 256)).astype(np.float32), recipes=["fast-accum"])
+    >>> df[["recipe", "k"]].values.tolist()
+    [['fast-accum', 256]]
+    """
+    import io
+    import os
+    import pandas as pd
+    A, a_dtype = _analysis_input(a, "a")
+    B, b_dtype = _analysis_input(b, "b")
+    texts = _core.analyze_csv(A, B, a_dtype, b_dtype, list(recipes), list(formats),
+                              list(scalings), list(encodings), list(models), list(promote_every),
+                              out_type, stages, pairs, seed, threads, device, skip_invalid)
+    if out is not None:
+        os.makedirs(out, exist_ok=True)
+        for name, text in zip(("analyze.csv", "analyze_rows.csv", "analyze_pairs.csv"), texts):
+            tmp = os.path.join(out, f".{name}.tmp")
+            with open(tmp, "w") as f:
+                f.write(text)
+            os.replace(tmp, os.path.join(out, name))
+    read = lambda t: pd.read_csv(io.StringIO(t), keep_default_na=False, na_values=["nan"])  # noqa: E731
+    df = read(texts[0])
+    df.attrs.update(rows=read(texts[1]), pairs=read(texts[2]), skipped=list(texts[3]))
+    return df
 
 
 def probe(kernel: Optional[Callable[[np.ndarray, np.ndarray, np.ndarray], ArrayLike]] = None,

@@ -7,4 +7,5 @@ namespace fp8sim::py {
 void bind_format(nanobind::module_& m);  // bind_format.cpp: formats, conversions, quantize
 void bind_gemm(nanobind::module_& m);    // bind_gemm.cpp: gemm, models
 void bind_study(nanobind::module_& m);   // bind_study.cpp: sweep, replay, probe
+void bind_analyze(nanobind::module_& m); // bind_analyze.cpp: analyze
 }  // namespace fp8sim::py

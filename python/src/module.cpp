@@ -8,4 +8,5 @@ NB_MODULE(_core, m) {
   fp8sim::py::bind_format(m);
   fp8sim::py::bind_gemm(m);
   fp8sim::py::bind_study(m);
+  fp8sim::py::bind_analyze(m);
 }

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
-#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -61,49 +60,6 @@ std::vector<std::string> model_names(const std::vector<std::string>& raw) {
   return out;
 }
 
-// The recipes asked for: named ones, then the grid's cross product (axes left out take their
-// defaults); every available named recipe when neither is given.
-std::vector<Recipe> build_recipes(const AnalyzeArgs& g) {
-  std::vector<Recipe> out;
-  std::set<std::string> seen;
-  const auto add = [&](Recipe r) {
-    if (seen.insert(r.name).second) out.push_back(std::move(r));
-  };
-  for (const std::string& name : g.recipes) {
-    if (name == "all") {
-      for (const NamedRecipe& n : named_recipes())
-        if (n.unavailable.empty()) add(recipe_by_name(n.name));
-    } else {
-      add(recipe_by_name(name));
-    }
-  }
-  const bool grid = !g.formats.empty() || !g.scalings.empty() || !g.encodings.empty() ||
-                    !g.models.empty() || !g.promote_every.empty();
-  if (grid) {
-    const auto or_default = [](const auto& v, auto d) { return v.empty() ? decltype(v){d} : v; };
-    const auto formats = or_default(g.formats, std::string("e4m3"));
-    const auto scalings = or_default(g.scalings, std::string("tensor"));
-    const auto encodings = or_default(g.encodings, std::string("fp32"));
-    const auto models = g.models.empty() ? std::vector<std::string>{"hopper-wgmma"} : model_names(g.models);
-    const auto promotes = or_default(g.promote_every, 128);
-    const FormatSpec out_type = format_by_name(g.out_type);
-    for (const std::string& f : formats)
-      for (const std::string& sc : scalings)
-        for (const std::string& enc : encodings) {
-          // none and mx have one encoding; a scaling that names its encoding keeps it.
-          const bool fixed = sc == "none" || sc == "mx" || sc.find(':') != std::string::npos;
-          const ScalingSpec scaling = scaling_by_name(fixed ? sc : sc + ":" + enc);
-          for (const std::string& m : models)
-            for (int p : promotes)
-              add(grid_recipe(format_by_name(f), scaling, accumulator_by_name(m), p, out_type));
-        }
-  }
-  if (out.empty())
-    for (const NamedRecipe& n : named_recipes())
-      if (n.unavailable.empty()) add(recipe_by_name(n.name));
-  return out;
-}
-
 nlohmann::json recipe_json(const RecipeResult& x) {
   const Recipe& r = x.recipe;
   nlohmann::json j = {{"name", r.name},
@@ -147,7 +103,8 @@ std::string command_line(const CLI::App& cmd) {
 
 void run_analyze(const AnalyzeArgs& g, const std::string& command) {
   AnalyzeSpec s;
-  s.recipes = build_recipes(g);
+  s.recipes = recipe_list({g.recipes, g.formats, g.scalings, g.encodings, model_names(g.models),
+                            g.promote_every, g.out_type});
   s.skip_invalid = g.skip_invalid;
   s.stages = !g.no_stages;
   s.pairs = g.pairs;

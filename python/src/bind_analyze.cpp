@@ -1,0 +1,87 @@
+// bind_analyze: analyze() (sim/analyze.hpp) on caller arrays, its three CSV tables as text.
+#include <fmt/format.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+#include "analyze.hpp"
+#include "arrays.hpp"
+#include "bindings.hpp"
+#include "device.hpp"
+#include "recipe.hpp"
+
+namespace fp8sim::py {
+namespace {
+
+// A float32 2-D array (the values of `dtype`: f32, bf16 or f16) as the analysis' input.
+InputMatrix input(const AnyArray& a, const char* name, const std::string& dtype) {
+  const View v = view(a, name, "<f4", 2);
+  InputMatrix m;
+  m.rows = int(v.shape[0]);
+  m.cols = int(v.shape[1]);
+  m.dtype = dtype;
+  const auto* p = static_cast<const float*>(v.data);
+  m.values.assign(p, p + v.size());
+  for (std::size_t i = 0; i < m.values.size(); ++i)
+    if (!std::isfinite(m.values[i]))
+      throw std::invalid_argument(fmt::format("{}: element ({}, {}) is {} (inputs must be finite)",
+                                              name, i / m.cols, i % m.cols, m.values[i]));
+  return m;
+}
+
+std::tuple<std::string, std::string, std::string, std::vector<std::string>> run_analyze(
+    const AnyArray& a, const AnyArray& b, const std::string& a_dtype, const std::string& b_dtype,
+    const RecipeRequest& q, bool stages, std::size_t pairs, std::uint64_t seed, int threads,
+    const std::string& device, bool skip_invalid) {
+  AnalyzeSpec s;
+  s.recipes = recipe_list(q);
+  s.stages = stages;
+  s.pairs = pairs;
+  s.seed = seed;
+  s.threads = threads;
+  s.device = parse_device(device);
+  s.skip_invalid = skip_invalid;
+  const InputMatrix A = input(a, "a", a_dtype), B = input(b, "b", b_dtype);
+  if (A.cols != B.cols)
+    throw std::invalid_argument(fmt::format("b is {} x {} but a is {} x {}: K differs (b is N x K)",
+                                            B.rows, B.cols, A.rows, A.cols));
+  AnalyzeResult r;
+  {
+    nb::gil_scoped_release release;
+    r = analyze(s, A, B);
+  }
+  std::ostringstream main, rows, pair;
+  write_analyze_csv(main, r);
+  write_analyze_rows_csv(rows, r);
+  write_analyze_pairs_csv(pair, r);
+  return {main.str(), rows.str(), pair.str(), r.skipped};
+}
+
+}  // namespace
+
+void bind_analyze(nb::module_& m) {
+  m.def(
+      "analyze_csv",
+      [](const AnyArray& a, const AnyArray& b, const std::string& a_dtype,
+         const std::string& b_dtype, const std::vector<std::string>& recipes,
+         const std::vector<std::string>& formats, const std::vector<std::string>& scalings,
+         const std::vector<std::string>& encodings, const std::vector<std::string>& models,
+         const std::vector<int>& promote_every, const std::string& out_type, bool stages,
+         std::size_t pairs, std::uint64_t seed, int threads, const std::string& device,
+         bool skip_invalid) {
+        return run_analyze(a, b, a_dtype, b_dtype,
+                           {recipes, formats, scalings, encodings, models, promote_every, out_type},
+                           stages, pairs, seed, threads, device, skip_invalid);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("a_dtype"), nb::arg("b_dtype"), nb::arg("recipes"),
+      nb::arg("formats"), nb::arg("scalings"), nb::arg("encodings"), nb::arg("models"),
+      nb::arg("promote_every"), nb::arg("out_type"), nb::arg("stages"), nb::arg("pairs"),
+      nb::arg("seed"), nb::arg("threads"), nb::arg("device"), nb::arg("skip_invalid"),
+      "analyze(): (recipes CSV, rows CSV, pairs CSV, skipped) as `fp8sim analyze` writes them.");
+}
+
+}  // namespace fp8sim::py
