@@ -65,6 +65,6 @@ for row, task in zip(axes, tasks):
     row[3].set(title="Fprop: median Pearson correlation of multiplied rows", xlabel="step",
                ylabel="correlation")
 fig.suptitle(f"train_study preset {manifest['preset']} on {manifest['gpu'] or 'CPU'} "
-             f"({len(manifest['runs'])} runs, {manifest['runtime_s']:.0f} s)")
+             f"({len(manifest['runs'])} runs, {manifest['runtime_s']:.0f} process-seconds)")
 fig.tight_layout()
 save(fig, d, NAME)

@@ -76,7 +76,8 @@ def recipe_of(config: str):
         return ft.Recipe("e5m2-grads", g, gg, gg)
     if config.startswith("frac"):
         f = int(config[4:])
-        return ft.with_model(ft.recipe("fast-accum"), f"custom:group=32,frac={f},out={f + 1}", 0)
+        out = min(f + 1, 24)  # significant bits of the fp32-container output
+        return ft.with_model(ft.recipe("fast-accum"), f"custom:group=32,frac={f},out={out}", 0)
     raise SystemExit(f"train_study: unknown config '{config}' (known: {', '.join(CONFIGS)})")
 
 
@@ -400,8 +401,13 @@ def main():
     args = ap.parse_args()
     p = dict(PRESETS[args.preset])
     configs = args.configs.split(",") if args.configs else (CONFIGS if p["configs"] == "all" else p["configs"])
-    for c in configs:
-        recipe_of(c)  # unknown names fail here, before any process starts
+    for c in configs:  # bad names and models fail here, before any process starts
+        r = recipe_of(c)
+        for g in (() if r is None else (r.fprop, r.dgrad, r.wgrad)):
+            try:
+                fp8sim._core.describe_model(g.model)
+            except ValueError as e:
+                raise SystemExit(f"train_study: config {c}: {e}")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("train_study: --device cuda: no CUDA device")
     if args.procs < 1:
