@@ -6,6 +6,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <optional>
+#include <utility>
 #include <stdexcept>
 
 #include "accumulator.hpp"
@@ -28,6 +29,17 @@ std::vector<float> bias_values(const std::optional<AnyArray>& bias, std::size_t 
   return {p, p + N};
 }
 
+// The scale arguments as gemm() takes them (both empty without scaling).
+std::pair<std::vector<float>, std::vector<float>> scales_of(
+    const GemmSpec& s, std::size_t M, std::size_t N, std::size_t K,
+    const std::optional<AnyArray>& a_scales, const std::optional<AnyArray>& b_scales) {
+  if (s.scaling == Scaling::none) return {};
+  const ScaleShapes sh = scale_shapes(s, int(M), int(N), int(K));
+  const View va = view(*a_scales, "a_scales"), vb = view(*b_scales, "b_scales");
+  return {scale_values("a_scales", {va.descr, va.shape, va.data}, s.scaling, sh.a_rows, sh.a_cols),
+          scale_values("b_scales", {vb.descr, vb.shape, vb.data}, s.scaling, sh.b_rows, sh.b_cols)};
+}
+
 nb::ndarray<nb::numpy, float> run_gemm(const AnyArray& a, const AnyArray& b,
                                        const std::optional<AnyArray>& c,
                                        const std::optional<AnyArray>& a_scales,
@@ -46,13 +58,7 @@ nb::ndarray<nb::numpy, float> run_gemm(const AnyArray& a, const AnyArray& b,
       throw std::runtime_error(fmt::format("c: expected shape ({}, {}), got {} values", M, N, v.size()));
     C = {static_cast<const float*>(v.data), v.size()};
   }
-  std::vector<float> sa, sb;
-  if (s.scaling != Scaling::none) {
-    const ScaleShapes sh = scale_shapes(s, int(M), int(N), int(K));
-    const View va = view(*a_scales, "a_scales"), vb = view(*b_scales, "b_scales");
-    sa = scale_values("a_scales", {va.descr, va.shape, va.data}, s.scaling, sh.a_rows, sh.a_cols);
-    sb = scale_values("b_scales", {vb.descr, vb.shape, vb.data}, s.scaling, sh.b_rows, sh.b_cols);
-  }
+  const auto [sa, sb] = scales_of(s, M, N, K, a_scales, b_scales);
   const std::vector<float> bv = bias_values(bias, N);
   std::vector<float> D(M * N);
   {
@@ -92,13 +98,7 @@ void run_gemm_cuda(const CudaArray& a, const CudaArray& b, const std::optional<C
                                            v.shape[0], v.shape[1]));
     C = static_cast<const float*>(v.data);
   }
-  std::vector<float> sa, sb;
-  if (s.scaling != Scaling::none) {
-    const ScaleShapes sh = scale_shapes(s, int(M), int(N), int(K));
-    const View va = view(*a_scales, "a_scales"), vb = view(*b_scales, "b_scales");
-    sa = scale_values("a_scales", {va.descr, va.shape, va.data}, s.scaling, sh.a_rows, sh.a_cols);
-    sb = scale_values("b_scales", {vb.descr, vb.shape, vb.data}, s.scaling, sh.b_rows, sh.b_cols);
-  }
+  const auto [sa, sb] = scales_of(s, M, N, K, a_scales, b_scales);
   const std::vector<float> bv = bias_values(bias, N);
   nb::gil_scoped_release release;
   gemm_resident(s, int(M), int(N), int(K), static_cast<const std::uint8_t*>(A.data),
