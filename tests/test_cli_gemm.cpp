@@ -168,6 +168,9 @@ TEST_CASE("fp8sim gemm rejects bad input with one line", "[unit]") {
   expect_error("gemm --a A.npy --b B.npy --a-scales C43.npy --b-scales C43.npy --scaling row",
                "C43.npy: expected 4 x 1 scales");
   expect_error("gemm --a A.npy --b B.npy --out-type f64", "unknown --out-type 'f64'");
+  expect_error("gemm --a A.npy --b B.npy --bias C43.npy", "C43.npy: expected shape (3)");
+  expect_error("gemm --a A.npy --b B.npy --split-k 0", "--split-k: bad value '0'");
+  expect_error("gemm --a A.npy --b B.npy --split-k-align 0", "--split-k-align: bad value '0'");
   expect_error("gemm --a A.npy --b B.npy --bogus", "--bogus");
   expect_error("gemm --b B.npy", "--a");
 }
