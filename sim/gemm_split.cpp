@@ -106,6 +106,18 @@ void library_gemm(const GemmSpec& s, const Operand& A, const Operand& B, bool ba
   if (B.cols != K)
     throw std::invalid_argument(fmt::format("A is {} x {} but B is {} x {}: K differs", A.rows,
                                             A.cols, B.rows, B.cols));
+  const std::size_t outputs = std::size_t(M) * N;
+  auto expect = [](const char* what, std::size_t got, std::size_t want) {
+    if (got != want)
+      throw std::invalid_argument(fmt::format("{} has {} elements, expected {}", what, got, want));
+  };
+  expect("D", D.size(), outputs);
+  if (!C.empty()) expect("C", C.size(), outputs);
+  if (epilogue_scales(s)) {  // the epilogue reads them: one per row (or one) of A and of B
+    const bool per_row = batched || s.scaling == Scaling::row;
+    expect("A scales", sa.size(), per_row ? std::size_t(M) : 1);
+    expect("B scales", sb.size(), per_row ? std::size_t(batched ? M : B.rows) : 1);
+  }
   const int slice = split_slice(s, K);
   const int bs = inner_scale_block(s);
   if (bs > 0 && slice < K && slice % bs != 0)
@@ -113,7 +125,6 @@ void library_gemm(const GemmSpec& s, const Operand& A, const Operand& B, bool ba
         "split_k = {}: slices of {} elements cut the scale blocks of {}", s.split_k, slice, bs));
   const GemmSpec in = slice_spec(s);
   const std::span<const float> none;
-  const std::size_t outputs = std::size_t(M) * N;
   std::vector<float> acc(outputs), part(outputs);
   for (int k0 = 0; k0 < K; k0 += slice) {
     const int len = std::min(slice, K - k0);

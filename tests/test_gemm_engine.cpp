@@ -294,6 +294,12 @@ TEST_CASE("split-K slices reduce in fp32 before the epilogue; bias before the ro
   s.split_k = 2;
   CHECK_THROWS_WITH(gemm(s, X, Y, {}, {}, {}, D, std::vector<float>(3)),
                     Catch::Contains("bias has 3 values, expected N = 4"));
+  std::vector<float> short_d(3);
+  CHECK_THROWS_WITH(gemm(s, X, Y, {}, {}, {}, short_d), Catch::Contains("D has 3 elements"));
+  s.scaling = Scaling::row;
+  s.order = ScaleOrder::cublaslt;
+  CHECK_THROWS_WITH(gemm(s, X, Y, {}, std::vector<float>(M), std::vector<float>(1), D),
+                    Catch::Contains("B scales has 1 elements, expected 4"));
 }
 
 TEST_CASE("exact model equals the Boost exact reference", "[unit][differential]") {
