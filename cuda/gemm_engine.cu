@@ -193,7 +193,8 @@ void launch_tiled(const Params& p, cudaStream_t st) {
 bool launch_tiled_for(const Params& p, cudaStream_t st) {
   const DeviceModel& m = p.g.model;
   const bool c_ok = m.c_entry == 0 || (m.c_entry == 2 && p.out_fp32_model);
-  if (p.g.batched || p.fast == FastPath::none || !p.out_e8 || !m.c_register_fp32 || !c_ok)
+  if (p.g.batched || p.fast == FastPath::none || !p.out_e8 || !m.c_register_fp32 || !c_ok ||
+      m.zero_on)
     return false;
   const bool rne = m.term_cut == kRne;
   if (p.fast == FastPath::f32) {

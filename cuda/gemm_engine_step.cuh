@@ -94,9 +94,11 @@ __device__ inline double reference_step(const DeviceModel& m, const Params& p, c
     return round_output(m, s.unrounded(), m.output_rounding);
   }
   int emax = kNoExponent;
+  bool zero = c_entry == 0 && c == 0.0;  // a zero term, for the model's zero exponent
   for (int i = 0; i < n; ++i) {
     const int k = element(interleave, off + i, nblock);
     const double prod = double(a[k]) * double(b[k]);
+    zero = zero || prod == 0.0;
     if (prod == 0.0) continue;
     const int e = m.renormalise ? exponent_of(prod)
                                 : align_exponent(a[k], p.g.a_align_min) +
@@ -107,6 +109,7 @@ __device__ inline double reference_step(const DeviceModel& m, const Params& p, c
     const int e = max(exponent_of(c), m.c_min_exponent);
     emax = e > emax ? e : emax;
   }
+  if (m.zero_on && zero && emax < m.zero_exponent) emax = m.zero_exponent;
   if (emax == kNoExponent) {
     s.add(c);
     return round_output(m, s.unrounded(), m.output_rounding);
@@ -225,13 +228,17 @@ __device__ inline double fast_step(const Params& p, const float* a, const float*
   const DeviceModel& m = p.g.model;
   const bool join = m.c_entry == 0;
   const double cj = join ? c : 0.0;
-  int emax = kNoExponent;
+  int emax = kNoExponent, emin = -kNoExponent;
   for (int i = 0; i < n; ++i) {
     const int e = align_exponent(a[i], p.g.a_align_min) + align_exponent(b[i], p.g.b_align_min);
     emax = e > emax ? e : emax;
+    emin = e < emin ? e : emin;
   }
   if (emax < kZeroExponent + 400) emax = kNoExponent;
   if (cj != 0.0) emax = max(emax, max(exponent_of(cj), m.c_min_exponent));
+  // A zero term (a zero product, or a zero c that joins) counts at the zero exponent.
+  if (m.zero_on && emax < m.zero_exponent && (emin < kZeroExponent + 400 || (join && c == 0.0)))
+    emax = m.zero_exponent;
   // With every product zero the sum is still formed: 0 * Inf must surface as NaN.
   const int E = emax == kNoExponent ? 0 : emax - m.frac_bits;
   if (!grid_ok<V>(E)) {

@@ -35,6 +35,8 @@ struct DeviceModel {
   DeviceFormat c_register; // C enters in this format (fp32 for 8-bit-exponent outputs)
   bool c_register_fp32 = true;
   int c_min_exponent = -126;
+  bool zero_on = false;    // a zero term (zero product, zero c joining) aligns at zero_exponent
+  int zero_exponent = 0;   // (set only where it can change a step on the operands' formats)
 };
 
 // Rounding directions, numbered as fp8sim::Rounding (rne, rz, ru, rd, rna).

@@ -20,7 +20,8 @@ struct Preset {
 
 // The preset table. Sources: OCP 8-bit Floating Point Specification (OFP8) rev 1.0 for
 // e4m3/e5m2; OCP Microscaling Formats (MX) v1.0 for e2m3/e3m2/e2m1/ue8m0; LLVM/ml_dtypes
-// for the fnuz variants (bias one larger, 0x80 = NaN) and e3m4 (IEEE, bias 3);
+// for the fnuz variants (bias one larger, 0x80 = NaN) and e3m4 (IEEE, bias 3); NVIDIA's PTX
+// ISA (block-scaled MMA, NVFP4) for ue4m3, E4M3 without its sign bit (0x7f = NaN);
 // DeepSeek-V3 §3.3 for e5m6; IEEE 754 for fp16/bf16/fp32; NVIDIA's TF32 (e8m10).
 // e8m13 is the output grid of Hopper's FP8 tensor-core accumulator (see accumulator presets).
 constexpr Preset kPresets[] = {
@@ -34,6 +35,7 @@ constexpr Preset kPresets[] = {
     {"e3m2", 3, 2, 3, Specials::finite, true, "e3m2fn float6_e3m2fn"},
     {"e2m1", 2, 1, 1, Specials::finite, true, "e2m1fn float4_e2m1fn"},
     {"ue8m0", 8, 0, 127, Specials::e8m0, false, "e8m0fnu float8_e8m0fnu e8m0"},
+    {"ue4m3", 4, 3, 7, Specials::fn, false, ""},
     {"fp16", 5, 10, 15, Specials::ieee, true, "f16 half float16"},
     {"bf16", 8, 7, 127, Specials::ieee, true, "bfloat16"},
     {"tf32", 8, 10, 127, Specials::ieee, true, ""},
@@ -120,9 +122,9 @@ void validate(const FormatSpec& f) {
     throw std::invalid_argument(
         fmt::format("format '{}': the e8m0 convention needs an unsigned format with no mantissa",
                     f.name));
-  if (!f.is_signed && f.specials != Specials::e8m0)
+  if (!f.is_signed && f.specials != Specials::e8m0 && f.specials != Specials::fn)
     throw std::invalid_argument(
-        fmt::format("format '{}': only the e8m0 convention is unsigned", f.name));
+        fmt::format("format '{}': only the e8m0 and fn conventions are unsigned", f.name));
   if (f.specials == Specials::fn && f.exponent_bits + f.mantissa_bits < 2)
     throw std::invalid_argument(fmt::format("format '{}': too narrow for FN specials", f.name));
 }

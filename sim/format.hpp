@@ -27,7 +27,7 @@ struct FormatSpec {
   int mantissa_bits = 0;   // 0..23 (explicit fraction bits)
   int bias = 0;            // value = 2^(field - bias) * 1.mantissa for normal codes
   Specials specials = Specials::ieee;
-  bool is_signed = true;   // false only for e8m0 scales
+  bool is_signed = true;   // false only for scale formats (ue8m0, ue4m3)
 
   friend bool operator==(const FormatSpec&, const FormatSpec&) = default;
 };
@@ -36,7 +36,7 @@ struct FormatSpec {
 
 // A preset by name, or any "eXmY" (IEEE convention, bias 2^(X-1)-1), e.g. "e6m9".
 // Names: e4m3 (alias e4m3fn), e5m2, e5m6, e4m3fnuz, e5m2fnuz, e3m4, e2m3 (alias e2m3fn),
-// e3m2 (alias e3m2fn), e2m1 (alias e2m1fn), ue8m0 (alias e8m0fnu), fp16 (f16, half),
+// e3m2 (alias e3m2fn), e2m1 (alias e2m1fn), ue8m0 (alias e8m0fnu), ue4m3, fp16 (f16, half),
 // bf16, tf32, fp32 (f32, float), e8m13 (Hopper's accumulator output).
 // Throws std::invalid_argument("unknown format 'x' (known: ...)") otherwise.
 FormatSpec format_by_name(std::string_view name);

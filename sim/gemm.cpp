@@ -63,14 +63,12 @@ std::string_view to_string(ScaleOrder s) {
 
 namespace {
 
-constexpr int kMxBlock = 32;
-
 std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 
 // Scale block length along K (0 when one scale covers all of K).
 int scale_block(const GemmSpec& s) {
   if (s.scaling == Scaling::block) return s.block;
-  if (s.scaling == Scaling::mx) return kMxBlock;
+  if (s.scaling == Scaling::mx) return s.mx_block;
   return 0;
 }
 
@@ -92,7 +90,10 @@ ScaleShapes scale_shapes(const GemmSpec& s, int M, int N, int K) {
       const std::size_t g = s.block, kb = ceil_div(k, g);
       return {m, kb, ceil_div(n, g), kb};
     }
-    case Scaling::mx: return {m, ceil_div(k, kMxBlock), n, ceil_div(k, kMxBlock)};
+    case Scaling::mx: {
+      const std::size_t kb = ceil_div(k, s.mx_block);
+      return {m, kb, n, kb};
+    }
   }
   return {0, 0, 0, 0};
 }
@@ -129,7 +130,19 @@ void validate(const GemmSpec& s, int M, int N, int K) {
   const int bs = scale_block(s);
   if (s.scaling == Scaling::block && s.block < 1)
     throw std::invalid_argument(fmt::format("scale block {} must be >= 1", s.block));
-  if (bs > 0) {
+  if (s.scaling == Scaling::mx && s.mx_block < 1)
+    throw std::invalid_argument(fmt::format("MX scale block {} must be >= 1", s.mx_block));
+  if (const auto& in = s.model.block_scale) {  // scales inside the MMA
+    if (s.scaling != Scaling::mx || s.mx_block != in->block || !(s.mx_scale == in->format))
+      throw std::invalid_argument(fmt::format(
+          "model {} applies {} scales per {} elements inside the MMA: it needs scaling mx with "
+          "mx_block {} and {} scales (got scaling {}, mx_block {}, {} scales)",
+          s.model.name, in->format.name, in->block, in->block, in->format.name,
+          to_string(s.scaling), s.mx_block, s.mx_scale.name));
+    if (K % in->block != 0)
+      throw std::invalid_argument(fmt::format("K = {} is not a multiple of model {}'s scale block {}",
+                                              K, s.model.name, in->block));
+  } else if (bs > 0) {
     const int chunk = s.promote_every == 0 ? K : s.promote_every;
     if (bs % chunk != 0 && !(s.promote_every == 0 && K <= bs))
       throw std::invalid_argument(fmt::format(
@@ -261,6 +274,7 @@ class Engine {
     c_register_ = o.exponent_bits == 8 ? format_by_name("fp32") : o;
     c_min_exponent_ = c_min_exponent(m_);
     fp32_output_ = o == format_by_name("fp32");
+    zero_matters_ = zero_exponent_matters(m_, A.format, B.format);
   }
 
   // One output: the chain of steps over K, chunks promoted into the FP32 main accumulator.
@@ -276,7 +290,7 @@ class Engine {
     std::size_t p = 0;
     auto promote = [&](float main, double acc, int k0) {
       const float part = static_cast<float>(acc);  // exact: outputs are at most fp32
-      if (sc.a == nullptr) return main + part;
+      if (sc.a == nullptr || m_.block_scale) return main + part;  // scales in the MMA
       const int blk = sc.block == 0 ? 0 : k0 / sc.block;
       const float sa = sc.a[blk], sb = sc.b[blk];
       return std::fmaf(sa * sb, part, main);  // every order: scales after K never come here
@@ -298,7 +312,8 @@ class Engine {
         } else {
           for (; k < stop; k += g) {
             const int n = std::min(g, stop - k);
-            acc = step(a + k, ea + k, b + k, eb + k, n, acc, special);
+            acc = m_.block_scale ? scaled_step(a + k, ea + k, b + k, eb + k, n, acc, sc, k)
+                                 : step(a + k, ea + k, b + k, eb + k, n, acc, special);
           }
         }
         if (stop < kend) at[p++] = promote(main, acc, k0);
@@ -339,6 +354,27 @@ class Engine {
     return reference_step(a, ea, b, eb, n, c);
   }
 
+  // A step of a model with block scales inside the MMA (the reference step): product i's
+  // scales are those of element k + i's block.
+  double scaled_step(const float* a, const std::int16_t* ea, const float* b,
+                     const std::int16_t* eb, int n, double c, const ScaleRows& sc, int k) const {
+    thread_local std::vector<double> xa, xb;
+    xa.resize(n);
+    xb.resize(n);
+    for (int i = 0; i < n; ++i) {
+      xa[i] = sc.a[(k + i) / sc.block];
+      xb[i] = sc.b[(k + i) / sc.block];
+    }
+    thread_local std::vector<double> av, bv;
+    thread_local std::vector<int> eav, ebv;
+    av.assign(a, a + n);
+    bv.assign(b, b + n);
+    eav.assign(ea, ea + n);
+    ebv.assign(eb, eb + n);
+    return fused_block(m_, av.data(), eav.data(), bv.data(), ebv.data(), n, c,
+                       StepScales{xa.data(), xb.data()});
+  }
+
   double reference_step(const float* a, const std::int16_t* ea, const float* b,
                         const std::int16_t* eb, int n, double c) const {
     thread_local std::vector<double> av, bv;
@@ -365,6 +401,12 @@ class Engine {
       for (int i = 0; i < n; ++i) emax = std::max(emax, ea[i] + eb[i]);
       // A nonzero product's exponent is above -300; one with a zero operand is below -600.
       if (emax < Operand::kZeroExponent + 400) emax = INT_MIN / 2;
+      // A zero term (a zero product, or a zero c that joins) counts at the zero exponent.
+      if (zero_matters_ && emax < *m_.zero_exponent) {
+        bool zero = m_.c_entry == CEntry::join && c == 0.0;
+        for (int i = 0; i < n && !zero; ++i) zero = ea[i] + eb[i] < Operand::kZeroExponent + 400;
+        if (zero) emax = *m_.zero_exponent;
+      }
     }
     if (c != 0.0) emax = std::max({emax, exponent_of_normal(c), c_min_exponent_});
     if (emax == INT_MIN / 2) return 0.0;  // every product zero and c zero
@@ -462,6 +504,7 @@ class Engine {
   FormatSpec c_register_;
   int c_min_exponent_ = 0;
   bool fp32_output_ = false;
+  bool zero_matters_ = false;  // m_.zero_exponent can change a step on these formats
 };
 
 std::vector<char> special_rows(const Operand& op) {
@@ -488,6 +531,20 @@ std::optional<Operand> unpacked(const AccumulatorSpec& m, const Operand& op) {
 void check_span(std::string_view what, std::size_t got, std::size_t want) {
   if (got != want)
     throw std::invalid_argument(fmt::format("{} has {} elements, expected {}", what, got, want));
+}
+
+// Scales a model applies inside the MMA must be values of its scale format (NaN included).
+void check_block_scales(const GemmSpec& s, const FormatSpec& f, std::span<const float> sa,
+                        std::span<const float> sb) {
+  const RoundingSpec exact{Rounding::rne, Overflow::nonsat, 32};
+  for (const auto& [what, v] : {std::pair{"A scales", sa}, std::pair{"B scales", sb}})
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const double back = decode(f, encode(v[i], f, exact));
+      if (!(back == v[i] || (std::isnan(back) && std::isnan(v[i]))))
+        throw std::invalid_argument(fmt::format(
+            "{}[{}] = {} is not a {} value (model {} applies its scales inside the MMA)", what,
+            i, format_value(v[i]), f.name, s.model.name));
+    }
 }
 
 // Which rows of A and B each output dots together.
@@ -547,6 +604,7 @@ void run_engine(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
     check_span("B scales", sb.size(), sh.b_rows * sh.b_cols);
   }
   check_span("D prefixes", D_prefix.size(), prefix.size() * outputs);
+  if (const auto& in = spec.model.block_scale) check_block_scales(spec, in->format, sa, sb);
   if (spec.device == Device::cuda && !prefix.empty())
     throw std::invalid_argument(
         "prefix outputs are read off the CPU engine's running state: device cuda runs each "

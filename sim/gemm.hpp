@@ -18,7 +18,9 @@ enum class Scaling : std::uint8_t {
   tensor,  // one scale for A, one for B: sa[1], sb[1]
   row,     // per row of A and per column of B: sa[M], sb[N]
   block,   // A tiles 1 x g along K, B blocks g x g: sa[M][ceil(K/g)], sb[ceil(N/g)][ceil(K/g)]
-  mx,      // MX: 1 x 32 blocks along K for A and B, E8M0 scales: sa[M][K/32], sb[N][K/32]
+  mx,      // MX / NVFP4: 1 x mx_block blocks along K for A and B, scales of mx_scale:
+           // sa[M][K/mx_block], sb[N][K/mx_block]; inside the MMA when the model has block
+           // scales (AccumulatorSpec::block_scale), else at promotion
 };
 Scaling parse_scaling(std::string_view s);  // none|tensor|row|block|mx
 std::string_view to_string(Scaling s);
@@ -48,6 +50,8 @@ struct GemmSpec {
   Device device = Device::cpu;    // where it runs; every device gives the same bits
   int split_k = 1;                // K slices (cuBLASLt's numSplitsK; sim/gemm_split.hpp)
   int split_k_align = 128;        // slice lengths round up to a multiple of this
+  int mx_block = 32;              // K elements per scale for Scaling::mx (NVFP4: 16)
+  FormatSpec mx_scale = format_by_name("ue8m0");  // Scaling::mx scales' format (NVFP4: ue4m3)
 };
 
 // Shapes of the scale arrays for a spec and problem size: {rows, cols} of sa and sb.
@@ -57,7 +61,9 @@ struct ScaleShapes {
 ScaleShapes scale_shapes(const GemmSpec& s, int M, int N, int K);
 
 // Checks the spec against the problem size: K a multiple of the group, promote_every a
-// multiple of the group, scale blocks holding whole chunks. Throws std::invalid_argument.
+// multiple of the group, scale blocks holding whole chunks (or, for a model with block
+// scales, Scaling::mx with the model's scale block and format). Throws
+// std::invalid_argument.
 void validate(const GemmSpec& s, int M, int N, int K);
 
 // An operand decoded once for the engine: each element's exact value and the exponent the

@@ -16,8 +16,15 @@ DeviceFormat device_format(const FormatSpec& f) {
   return {f.mantissa_bits, min_normal_exponent(f), max_exponent(f)};
 }
 
-DeviceModel device_model(const AccumulatorSpec& m) {
+// The model on operands of formats fa and fb as the CUDA engine's numbers; a model with a
+// feature only the CPU's reference step computes is refused with one line.
+DeviceModel device_model(const AccumulatorSpec& m, const FormatSpec& fa, const FormatSpec& fb) {
+  if (needs_reference_step(m))
+    throw std::invalid_argument(fmt::format(
+        "model {} ({}) runs on the CPU engine only: use device cpu", m.name, describe(m)));
   DeviceModel d;
+  d.zero_on = zero_exponent_matters(m, fa, fb);
+  d.zero_exponent = m.zero_exponent.value_or(0);
   d.group = m.group;
   d.frac_bits = m.frac_bits;
   d.term_cut = static_cast<int>(m.term_cut);
@@ -39,10 +46,10 @@ DeviceModel device_model(const AccumulatorSpec& m) {
 // The spec's model, promotion, scaling and formats (fa, fb: the operands') as numbers.
 DeviceGemm device_spec(const GemmSpec& s, const FormatSpec& fa, const FormatSpec& fb) {
   DeviceGemm g;
-  g.model = device_model(s.model);
+  g.model = device_model(s.model, fa, fb);
   g.promote_every = s.promote_every;
   g.scaled = s.scaling != Scaling::none;
-  g.scale_block = s.scaling == Scaling::block ? s.block : s.scaling == Scaling::mx ? 32 : 0;
+  g.scale_block = s.scaling == Scaling::block ? s.block : s.scaling == Scaling::mx ? s.mx_block : 0;
   g.out_type = device_format(s.out_type);
   g.out_fp32 = s.out_type.mantissa_bits == 23;
   const FormatSpec& ua = s.model.unpack ? *s.model.unpack : fa;

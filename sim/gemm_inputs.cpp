@@ -33,6 +33,12 @@ GemmSpec gemm_spec(const GemmOptions& o, bool have_a_scales, bool have_b_scales)
   s.scaling = resolve_scaling(o.scaling, have_a_scales, have_b_scales);
   s.split_k = o.split_k;
   s.split_k_align = o.split_k_align;
+  // MX scales: the model's own block and format when it scales inside the MMA.
+  const auto& in = s.model.block_scale;
+  s.mx_block = o.mx_block != 0 ? o.mx_block : in ? in->block : 32;
+  s.mx_scale = !o.mx_scale.empty() ? format_by_name(o.mx_scale)
+               : in                ? in->format
+                                   : format_by_name("ue8m0");
   return s;
 }
 
@@ -69,7 +75,7 @@ void check_gemm_problem(std::string_view a_source, std::string_view b_source, st
 }
 
 std::vector<float> scale_values(std::string_view source, const ScaleArray& a, Scaling scaling,
-                                std::size_t rows, std::size_t cols) {
+                                std::size_t rows, std::size_t cols, const FormatSpec& code_format) {
   const bool codes = scaling == Scaling::mx && (a.descr == "|u1" || a.descr == "<u1");
   if (!codes && a.descr != "<f4")
     throw std::runtime_error(fmt::format("{}: expected dtype <f4{}, got {}", source,
@@ -83,13 +89,17 @@ std::vector<float> scale_values(std::string_view source, const ScaleArray& a, Sc
     throw std::runtime_error(fmt::format("{}: expected {} x {} scales for {} scaling, got {} values",
                                          source, rows, cols, to_string(scaling), n));
   std::vector<float> v(n);
-  if (codes) {
-    const FormatSpec e8m0 = format_by_name("ue8m0");
+  if (codes) {  // every code of the scale format, its NaN code included
     const auto* c = static_cast<const std::uint8_t*>(a.data);
-    for (std::size_t i = 0; i < n; ++i) v[i] = float(decode(e8m0, c[i]));
-  } else if (n) {
-    std::memcpy(v.data(), a.data, n * sizeof(float));
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!is_valid_code(code_format, c[i]))
+        throw std::runtime_error(fmt::format("{}: code {:#x} at index {} is not a {} code",
+                                             source, c[i], i, code_format.name));
+      v[i] = float(decode(code_format, c[i]));
+    }
+    return v;
   }
+  if (n) std::memcpy(v.data(), a.data, n * sizeof(float));
   for (std::size_t i = 0; i < v.size(); ++i)
     if (!std::isfinite(v[i]))
       throw std::runtime_error(fmt::format("{}: scale at index {} is {}", source, i, v[i]));

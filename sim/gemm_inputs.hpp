@@ -32,6 +32,8 @@ struct GemmOptions {
   std::string device = "cpu";
   int split_k = 1;  // K slices reduced in fp32 (cuBLASLt's numSplitsK; sim/gemm_split.hpp)
   int split_k_align = 128;  // slice lengths round up to a multiple of this
+  int mx_block = 0;         // MX scale block (0: the model's block scales', else 32)
+  std::string mx_scale;     // MX scale format (empty: the model's block scales', else ue8m0)
 };
 
 // The GemmSpec the options name, for a call with or without scale arrays. Throws
@@ -61,10 +63,12 @@ struct ScaleArray {
 };
 
 // The scale values gemm() takes (rows x cols for `scaling`, see scale_shapes()): float32
-// values, or uint8 E8M0 codes for MX decoded to their powers of two. Accepts shape
-// (rows, cols), (rows,) when cols is 1 and () for a single scale. Throws std::runtime_error
-// ("<source>: expected dtype <f4, got <f8", wrong shape, a non-finite scale).
+// values, or for MX uint8 codes of code_format (GemmSpec::mx_scale) decoded (a NaN code
+// stays NaN: the format has it). Accepts shape (rows, cols), (rows,) when cols is 1 and ()
+// for a single scale. Throws std::runtime_error ("<source>: expected dtype <f4, got <f8",
+// wrong shape, a non-finite float32 scale, a code beyond the format).
 std::vector<float> scale_values(std::string_view source, const ScaleArray& a, Scaling scaling,
-                                std::size_t rows, std::size_t cols);
+                                std::size_t rows, std::size_t cols,
+                                const FormatSpec& code_format = format_by_name("ue8m0"));
 
 }  // namespace fp8sim

@@ -30,7 +30,7 @@ GemmPath choose_gemm_path(const AccumulatorSpec& m, const FormatSpec& a, const F
       p.step = StepPath::exact_int;
       p.exact_grid = lo_p;
     }
-  } else if (m.c_entry == CEntry::exact) {
+  } else if (m.c_entry == CEntry::exact || needs_reference_step(m)) {
     p.step = StepPath::reference;
   } else if (float_products && f + 2 + sum_bits <= 31 && (cut_rz || f + 2 <= 22)) {
     p.step = StepPath::int32_float;

@@ -18,7 +18,7 @@ bool epilogue_scales(const GemmSpec& s) {
 // K elements per scale for scalings whose scales stay inside the slices (0: none).
 int inner_scale_block(const GemmSpec& s) {
   if (s.scaling == Scaling::block) return s.block;
-  if (s.scaling == Scaling::mx) return 32;
+  if (s.scaling == Scaling::mx) return s.mx_block;
   return 0;
 }
 

@@ -54,7 +54,7 @@ std::vector<float> reference_gemm(const GemmSpec& s, const Operand& A, const Ope
   const int chunk = s.promote_every ? s.promote_every : K;
   const int g = s.model.group ? step_products(s.model) : chunk;
   const ScaleShapes sh = scale_shapes(s, M, N, K);
-  const int bs = s.scaling == Scaling::block ? s.block : s.scaling == Scaling::mx ? 32 : 0;
+  const int bs = s.scaling == Scaling::block ? s.block : s.scaling == Scaling::mx ? s.mx_block : 0;
   const bool after_k = s.order == ScaleOrder::cublaslt &&
                        (s.scaling == Scaling::tensor || s.scaling == Scaling::row);
   std::vector<float> D(std::size_t(M) * N);
@@ -149,6 +149,7 @@ TEST_CASE("engine equals the reference step over a grid of models", "[unit][diff
   for (const auto& name : models) {
     GemmSpec s;
     s.model = accumulator_by_name(name);
+    if (s.model.block_scale) continue;  // the next test case
     s.out_type = format_by_name("fp32");
     const int g = s.model.group ? step_products(s.model) : 1;
     for (const char* fa : {"e4m3", "e5m2"}) {
@@ -164,6 +165,69 @@ TEST_CASE("engine equals the reference step over a grid of models", "[unit][diff
         check_engine(s, A, B, {}, {}, {});
         check_engine(s, A, B, C, {}, {});
       }
+    }
+  }
+}
+
+// Block-scaled models (scales inside the MMA): gemm() equals chained_dot with each element's
+// scales, for every preset that has them, on FP8/FP6/FP4 operands and every scale code.
+TEST_CASE("block-scaled models: engine equals chained_dot with the scales",
+          "[unit][differential]") {
+  const int M = 3, N = 4, K = 256;
+  std::uint64_t stream = 9000;
+  for (const auto& p : accumulator_presets()) {
+    if (!p.block_scale) continue;
+    GemmSpec s;
+    s.model = p;
+    s.scaling = Scaling::mx;
+    s.mx_block = p.block_scale->block;
+    s.mx_scale = p.block_scale->format;
+    s.out_type = format_by_name("fp32");
+    const FormatSpec& sf = p.block_scale->format;
+    const bool fp4 = p.group_sum > 1;  // group sums: e2m1 operands (mxf4, mxf4nvf4)
+    for (const char* fa : {"e4m3", "e5m2", "e3m2", "e2m3", "e2m1"}) {
+      if (fp4 && std::string(fa) != "e2m1") continue;
+      const Operand A = random_operand(format_by_name(fa), M, K, stream++);
+      const Operand B = random_operand(format_by_name(fp4 ? "e2m1" : "e5m2"), N, K, stream++);
+      const ScaleShapes sh = scale_shapes(s, M, N, K);
+      auto scale_codes = [&](std::size_t n) {
+        std::vector<float> v(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          // Scales near 1 mostly (so products stay in range), every code sometimes.
+          const std::uint64_t r = random_u64(test_seed(), stream, i);
+          const std::uint32_t c = r % 8 == 0 ? std::uint32_t(r >> 8) % code_count(sf)
+                                             : encode(std::ldexp(1.0, int(r >> 8) % 9 - 4), sf);
+          v[i] = float(decode(sf, c));
+        }
+        ++stream;
+        return v;
+      };
+      const auto sa = scale_codes(sh.a_rows * sh.a_cols), sb = scale_codes(sh.b_rows * sh.b_cols);
+      std::vector<float> C(M * N);
+      for (std::size_t i = 0; i < C.size(); ++i)
+        C[i] = std::ldexp(float(random_u64(test_seed(), stream, i) % 2001) - 1000.0f, -6);
+      ++stream;
+      std::vector<float> D(M * N);
+      gemm(s, A, B, C, sa, sb, D);
+      int bad = 0;
+      for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n) {
+          std::vector<double> a(K), b(K), xa(K), xb(K);
+          for (int k = 0; k < K; ++k) {
+            a[k] = A.value[m * K + k];
+            b[k] = B.value[n * K + k];
+            xa[k] = sa[m * sh.a_cols + k / s.mx_block];
+            xb[k] = sb[n * sh.b_cols + k / s.mx_block];
+          }
+          const float want = static_cast<float>(chained_dot(p, A.format, a.data(), B.format,
+                                                            b.data(), K, C[m * N + n],
+                                                            xa.data(), xb.data()));
+          if (same_bits(D[m * N + n], want)) continue;
+          if (bad++ < 3)
+            UNSCOPED_INFO(fmt::format("seed={} model={} a={} ({}, {}): engine {:#x}, chained_dot {:#x}",
+                                      test_seed(), p.name, fa, m, n, bits(D[m * N + n]), bits(want)));
+        }
+      CHECK(bad == 0);
     }
   }
 }

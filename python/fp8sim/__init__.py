@@ -2,7 +2,7 @@
 
 Formats (``formats``, ``describe``, ``encode``, ``decode``, ``table``, ``next_up``,
 ``next_down``, ``ulp``), quantisation as the sweep engine does it (``quantize``), GEMMs
-through tensor-core accumulator models (``gemm``, ``models``), sweeps (``sweep``), capture
+through tensor-core accumulator models (``gemm``, ``mma``, ``models``), sweeps (``sweep``), capture
 replay (``replay``) and black-box probing (``probe``). PyTorch integration lives in
 ``fp8sim.torch`` (``import fp8sim.torch``).
 
@@ -21,7 +21,7 @@ from . import _core
 
 __all__ = [
     "formats", "describe", "encode", "decode", "table", "next_up", "next_down", "ulp",
-    "Quantized", "quantize", "gemm", "models", "sweep", "replay", "probe", "analyze", "as_array",
+    "Quantized", "quantize", "gemm", "mma", "models", "sweep", "replay", "probe", "analyze", "as_array",
 ]
 __version__ = "0.1.0"
 git_revision: str = _core.git_revision
@@ -191,7 +191,7 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
          scaling: Optional[str] = None, block: int = 128, scale_order: str = "deepgemm",
          out_type: str = "f32", device: Optional[str] = None, threads: int = 0,
          bias: Optional[ArrayLike] = None, split_k: int = 1,
-         split_k_align: int = 128) -> np.ndarray:
+         split_k_align: int = 128, mx_block: int = 0, mx_scale: str = "") -> np.ndarray:
     """D = A B^T through an accumulator model: the same bits as ``fp8sim gemm``.
 
     ``a`` (M x K) and ``b`` (N x K: each row one column, cuBLASLt's TN) are uint8 codes of
@@ -204,7 +204,10 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
     type), ``device`` cpu|cuda, ``threads`` (0 all; never changes a result), ``bias`` (N
     float32 values added before the output rounding), ``split_k`` (K slices reduced in fp32,
     cuBLASLt's numSplitsK) and ``split_k_align`` (slice lengths round up to a multiple of it:
-    cuBLASLt 128, its block-scaled kernels 512).
+    cuBLASLt 128, its block-scaled kernels 512). ``mx_block`` and ``mx_scale`` set MX
+    scaling's block and scale format (default: the model's own block scales, as in
+    ``model="nvfp4"`` with e2m1 operands and ue4m3 scales per 16, else 32 and ue8m0); with a
+    block-scaled model the scales go inside the MMA, not at promotion.
     Operands are not copied; the engine decodes each once.
 
     torch CUDA tensors for ``a`` and ``b`` (and ``c``) run on the CUDA engine on their own
@@ -221,6 +224,8 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
            [  3.2016602,  30.339844 , -11.560547 ]], dtype=float32)
     """
     if _on_cuda(a) or _on_cuda(b):
+        if mx_block or mx_scale:
+            raise ValueError("mx_block / mx_scale: block-scaled GEMMs run on the CPU engine")
         return _gemm_cuda(a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales,
                           scaling, block, scale_order, out_type, device, bias, split_k,
                           split_k_align)
@@ -228,7 +233,33 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
         _codes(a, np.uint8), _codes(b, np.uint8), None if c is None else as_array(c), a_format, b_format, model,
         promote_every, None if a_scales is None else as_array(a_scales),
         None if b_scales is None else as_array(b_scales), scaling or "", block, scale_order,
-        out_type, device or "cpu", threads, _f32(bias), split_k, split_k_align)
+        out_type, device or "cpu", threads, _f32(bias), split_k, split_k_align, mx_block,
+        mx_scale)
+
+
+def mma(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, model: str = "hopper-wgmma",
+        a_format: str = "e4m3", b_format: str = "e4m3", a_scales: Optional[ArrayLike] = None,
+        b_scales: Optional[ArrayLike] = None) -> np.ndarray:
+    """T independent tensor-core dot products: ``D[t]`` is the model's chain of instructions
+    over row t of ``a`` and ``b`` (both T x K codes: uint8, uint16 or uint32, so FP16, BF16
+    and TF32 operands too) with ``c[t]`` (float32, default 0) entering the first; each a value
+    of the model's output (fp32, or fp16 held in float32), with no promotion or epilogue.
+
+    For a block-scaled model (``models()``'s ``scale=`` models: mxf8f6f4, mxf4, nvfp4)
+    ``a_scales`` and ``b_scales`` are T x (K / block) scale codes (uint8) or float32 values of
+    the model's scale format; they are applied inside each step, as the hardware does.
+    This is the entry the MMA-Sim differential tests use.
+
+    >>> import ml_dtypes
+    >>> a = np.array([[1.5, 2, 0.25, -3] * 8], ml_dtypes.float8_e4m3fn).view(np.uint8)
+    >>> mma(a, a, np.array([1e-3], np.float32), model="hopper-wgmma")  # c below the cut
+    array([122.5], dtype=float32)
+    """
+    def scales(x):
+        return None if x is None else as_array(x)
+    return _core.mma(_codes(a), _codes(b), None if c is None else
+                     np.ascontiguousarray(as_array(c), dtype=np.float32), scales(a_scales),
+                     scales(b_scales), a_format, b_format, model)
 
 
 def _on_cuda(x: ArrayLike) -> bool:
@@ -281,11 +312,12 @@ def _gemm_cuda(a, b, c, a_format, b_format, model, promote_every, a_scales, b_sc
     return out
 
 
-def models() -> list[tuple[str, str, str]]:
-    """(name, parameters, evidence) of every accumulator preset, as ``fp8sim models``.
+def models() -> list[tuple[str, str, str, str, str]]:
+    """(name, aliases, instruction, parameters, evidence) of every accumulator preset, as
+    ``fp8sim models`` lists them. Any name or alias is a ``model=`` argument.
 
-    >>> models()[0][:2]
-    ('hopper-wgmma', 'group=32 frac=13 cut=rz c=join renorm=0 out=e8m13 outround=rz')
+    >>> [m[:2] for m in models() if "hopper-wgmma" in m[1].split()]
+    [('sm_90a.wgmma.m64nNk32.f32.f8', 'hopper-wgmma')]
     """
     return list(_core.models())
 

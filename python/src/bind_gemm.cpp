@@ -5,6 +5,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 #include <stdexcept>
@@ -36,8 +37,10 @@ std::pair<std::vector<float>, std::vector<float>> scales_of(
   if (s.scaling == Scaling::none) return {};
   const ScaleShapes sh = scale_shapes(s, int(M), int(N), int(K));
   const View va = view(*a_scales, "a_scales"), vb = view(*b_scales, "b_scales");
-  return {scale_values("a_scales", {va.descr, va.shape, va.data}, s.scaling, sh.a_rows, sh.a_cols),
-          scale_values("b_scales", {vb.descr, vb.shape, vb.data}, s.scaling, sh.b_rows, sh.b_cols)};
+  return {scale_values("a_scales", {va.descr, va.shape, va.data}, s.scaling, sh.a_rows,
+                       sh.a_cols, s.mx_scale),
+          scale_values("b_scales", {vb.descr, vb.shape, vb.data}, s.scaling, sh.b_rows,
+                       sh.b_cols, s.mx_scale)};
 }
 
 nb::ndarray<nb::numpy, float> run_gemm(const AnyArray& a, const AnyArray& b,
@@ -106,9 +109,83 @@ void run_gemm_cuda(const CudaArray& a, const CudaArray& b, const std::optional<C
                 reinterpret_cast<void*>(stream), device, bv);
 }
 
-std::vector<std::tuple<std::string, std::string, std::string>> models() {
-  std::vector<std::tuple<std::string, std::string, std::string>> out;
-  for (const auto& m : accumulator_presets()) out.emplace_back(m.name, describe(m), m.evidence);
+// Codes of any unsigned width (uint8, uint16, uint32) as one T x K operand of `f`.
+Operand codes_operand(const AnyArray& x, const char* name, const FormatSpec& f) {
+  const View v = view(x, name, "", 2);
+  const std::size_t n = v.size();
+  std::vector<std::uint32_t> codes(n);
+  if (v.descr == "|u1") {
+    const auto* p = static_cast<const std::uint8_t*>(v.data);
+    std::copy(p, p + n, codes.begin());
+  } else if (v.descr == "<u2") {
+    const auto* p = static_cast<const std::uint16_t*>(v.data);
+    std::copy(p, p + n, codes.begin());
+  } else if (v.descr == "<u4") {
+    const auto* p = static_cast<const std::uint32_t*>(v.data);
+    std::copy(p, p + n, codes.begin());
+  } else {
+    throw std::runtime_error(fmt::format("{}: expected dtype |u1, <u2 or <u4 codes, got {}", name, v.descr));
+  }
+  return decode_operand(f, int(v.shape[0]), int(v.shape[1]), std::span<const std::uint32_t>(codes));
+}
+
+// T independent MMA dot products (batched_dot): D[t] = the model's chain over row t of A and
+// B with c[t] entering, one value of the model's output each (no promotion, no epilogue).
+nb::ndarray<nb::numpy, float> run_mma(const AnyArray& a, const AnyArray& b,
+                                      const std::optional<AnyArray>& c,
+                                      const std::optional<AnyArray>& a_scales,
+                                      const std::optional<AnyArray>& b_scales,
+                                      const std::string& a_format, const std::string& b_format,
+                                      const std::string& model) {
+  GemmSpec s;
+  s.model = accumulator_by_name(model);
+  s.out_type = format_by_name("fp32");
+  s.a_format = format_by_name(a_format);
+  s.b_format = format_by_name(b_format);
+  const Operand A = codes_operand(a, "a", s.a_format), B = codes_operand(b, "b", s.b_format);
+  const std::size_t T = A.rows, K = A.cols;
+  if (B.rows != A.rows || B.cols != A.cols)
+    throw std::runtime_error(fmt::format("b: expected shape ({}, {}) as a, got ({}, {})", T, K,
+                                         B.rows, B.cols));
+  std::vector<float> sa, sb;
+  if (const auto& in = s.model.block_scale) {
+    if (!a_scales || !b_scales)
+      throw std::runtime_error(fmt::format("model {} applies {} scales inside the MMA: pass "
+                                           "a_scales and b_scales", model, in->format.name));
+    s.scaling = Scaling::mx;
+    s.mx_block = in->block;
+    s.mx_scale = in->format;
+    const std::size_t cols = (K + in->block - 1) / in->block;
+    const View va = view(*a_scales, "a_scales"), vb = view(*b_scales, "b_scales");
+    sa = scale_values("a_scales", {va.descr, va.shape, va.data}, s.scaling, T, cols, in->format);
+    sb = scale_values("b_scales", {vb.descr, vb.shape, vb.data}, s.scaling, T, cols, in->format);
+  } else if (a_scales || b_scales) {
+    throw std::runtime_error(fmt::format("model {} has no block scales: a_scales and b_scales "
+                                         "are for block-scaled models", model));
+  }
+  std::vector<float> C;
+  if (c) {
+    const View v = view(*c, "c", "<f4", 1);
+    if (v.size() != T)
+      throw std::runtime_error(fmt::format("c: expected {} float32 values, got {}", T, v.size()));
+    const auto* p = static_cast<const float*>(v.data);
+    C.assign(p, p + T);
+  }
+  std::vector<float> D(T);
+  {
+    nb::gil_scoped_release release;
+    batched_dot(s, A, B, C, sa, sb, D);
+  }
+  return to_numpy(std::move(D), {T});
+}
+
+std::vector<std::tuple<std::string, std::string, std::string, std::string, std::string>> models() {
+  std::vector<std::tuple<std::string, std::string, std::string, std::string, std::string>> out;
+  for (const auto& m : accumulator_presets()) {
+    std::string aliases;
+    for (const auto& a : m.aliases) aliases += (aliases.empty() ? "" : " ") + a;
+    out.emplace_back(m.name, aliases, m.instruction, describe(m), m.evidence);
+  }
   return out;
 }
 
@@ -122,16 +199,18 @@ void bind_gemm(nb::module_& m) {
          int promote_every, const std::optional<AnyArray>& a_scales,
          const std::optional<AnyArray>& b_scales, const std::string& scaling, int block,
          const std::string& scale_order, const std::string& out_type, const std::string& device,
-         int threads, const std::optional<AnyArray>& bias, int split_k, int split_k_align) {
+         int threads, const std::optional<AnyArray>& bias, int split_k, int split_k_align,
+         int mx_block, const std::string& mx_scale) {
         return run_gemm(a, b, c, a_scales, b_scales, bias,
                         {a_format, b_format, model, promote_every, scaling, block, scale_order,
-                         out_type, threads, device, split_k, split_k_align});
+                         out_type, threads, device, split_k, split_k_align, mx_block, mx_scale});
       },
       nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("a_format"), nb::arg("b_format"),
       nb::arg("model"), nb::arg("promote_every"), nb::arg("a_scales").none(),
       nb::arg("b_scales").none(), nb::arg("scaling"), nb::arg("block"), nb::arg("scale_order"),
       nb::arg("out_type"), nb::arg("device"), nb::arg("threads"), nb::arg("bias").none(),
-      nb::arg("split_k"), nb::arg("split_k_align"),
+      nb::arg("split_k"), nb::arg("split_k_align"), nb::arg("mx_block") = 0,
+      nb::arg("mx_scale") = "",
       "D = A B^T through an accumulator model, as `fp8sim gemm`.");
   m.def(
       "gemm_cuda",
@@ -152,7 +231,12 @@ void bind_gemm(nb::module_& m) {
       nb::arg("block"), nb::arg("scale_order"), nb::arg("out_type"), nb::arg("stream"),
       nb::arg("bias").none(), nb::arg("split_k"), nb::arg("split_k_align"),
       "out = A B^T on CUDA device arrays through the CUDA engine, in place on `stream`.");
-  m.def("models", &models, "(name, parameters, evidence) of every accumulator preset.");
+  m.def("mma", &run_mma, nb::arg("a"), nb::arg("b"), nb::arg("c").none(),
+        nb::arg("a_scales").none(), nb::arg("b_scales").none(), nb::arg("a_format"),
+        nb::arg("b_format"), nb::arg("model"),
+        "Row-by-row MMA dot products through an accumulator model (batched_dot).");
+  m.def("models", &models,
+        "(name, aliases, instruction, parameters, evidence) of every accumulator preset.");
   m.def("describe_model", [](const std::string& name) { return describe(accumulator_by_name(name)); },
         nb::arg("model"), "A model's parameters, as `fp8sim models` prints them.");
 }

@@ -22,10 +22,11 @@ struct GemmArgs : GemmOptions {
 };
 
 // Scale values from a .npy: float32 values, or for MX uint8 E8M0 codes.
-std::vector<float> read_scales(const std::string& path, Scaling scaling, std::size_t rows,
+std::vector<float> read_scales(const std::string& path, const GemmSpec& s, std::size_t rows,
                                std::size_t cols) {
   const NpyArray a = read_npy(path);
-  return scale_values(path, {a.descr, a.shape, a.data.data()}, scaling, rows, cols);
+  return scale_values(path, {a.descr, a.shape, a.data.data()}, s.scaling, rows, cols,
+                      s.mx_scale);
 }
 
 void run_gemm(const GemmArgs& g) {
@@ -43,8 +44,8 @@ void run_gemm(const GemmArgs& g) {
   std::vector<float> sa, sb;
   if (s.scaling != Scaling::none) {
     const ScaleShapes sh = scale_shapes(s, int(M), int(N), int(K));
-    sa = read_scales(g.a_scales, s.scaling, sh.a_rows, sh.a_cols);
-    sb = read_scales(g.b_scales, s.scaling, sh.b_rows, sh.b_cols);
+    sa = read_scales(g.a_scales, s, sh.a_rows, sh.a_cols);
+    sb = read_scales(g.b_scales, s, sh.b_rows, sh.b_cols);
   }
   std::vector<float> bias;
   if (!g.bias.empty()) bias = read_npy_checked(g.bias, "<f4", {N}).as<float>();
@@ -69,12 +70,20 @@ void add_gemm_commands(CLI::App& app) {
       ->capture_default_str();
   add_integer_option(cmd, "--promote-every", g->promote_every,
                      "K elements per chunk promoted to FP32 (0 = never)", 0, limits::kMaxDim);
-  cmd->add_option("--a-scales", g->a_scales, "SA.npy: float32 scales (MX: uint8 E8M0 codes)");
-  cmd->add_option("--b-scales", g->b_scales, "SB.npy: float32 scales (MX: uint8 E8M0 codes)");
+  cmd->add_option("--a-scales", g->a_scales,
+                  "SA.npy: float32 scales (MX: or uint8 codes of the MX scale format)");
+  cmd->add_option("--b-scales", g->b_scales,
+                  "SB.npy: float32 scales (MX: or uint8 codes of the MX scale format)");
   cmd->add_option("--scaling", g->scaling, "none|tensor|row|block|mx (default: tensor when "
                                            "scales are given, else none)");
   add_integer_option(cmd, "--block", g->block,
                      "Block size g for --scaling block (A 1 x g, B g x g)", 1, limits::kMaxDim);
+  add_integer_option(cmd, "--mx-block", g->mx_block,
+                     "K elements per MX scale (default: the model's block scales', else 32; "
+                     "NVFP4: 16)", 1, limits::kMaxDim);
+  cmd->add_option("--mx-scale", g->mx_scale,
+                  "MX scale format ue8m0|ue4m3 (default: the model's block scales', else "
+                  "ue8m0)");
   cmd->add_option("--scale-order", g->scale_order,
                   "deepgemm (scales at each chunk) | cublaslt (tensor/row scales after K, as "
                   "cuBLASLt)")->capture_default_str();
@@ -93,9 +102,24 @@ void add_gemm_commands(CLI::App& app) {
   cmd->callback([g] { run_gemm(*g); });
 
   auto* models = app.add_subcommand("models", "List the accumulator model presets");
-  models->callback([] {
-    for (const auto& m : accumulator_presets())
-      fmt::print("{:<20} {}\n{:<20} evidence: {}\n", m.name, describe(m), "", m.evidence);
+  auto markdown = std::make_shared<bool>(false);
+  models->add_flag("--markdown", *markdown,
+                   "One Markdown table: name, aliases, instruction, parameters, evidence");
+  models->callback([markdown] {
+    if (*markdown)
+      fmt::print("| model | aliases | instruction | parameters | evidence |\n|---|---|---|---|---|\n");
+    for (const auto& m : accumulator_presets()) {
+      std::string aliases;
+      for (const auto& a : m.aliases) aliases += (aliases.empty() ? "" : " ") + a;
+      if (*markdown) {
+        fmt::print("| `{}` | {} | {} | `{}` | {} |\n", m.name, aliases, m.instruction,
+                   describe(m), m.evidence);
+      } else {
+        fmt::print("{} {}\n    {}\n    instruction: {}\n    evidence: {}\n", m.name,
+                   aliases.empty() ? "" : "(" + aliases + ")", describe(m), m.instruction,
+                   m.evidence);
+      }
+    }
   });
 }
 
