@@ -409,14 +409,10 @@ AccumulatorSpec accumulator_by_name(std::string_view name) {
   }
   constexpr std::string_view kCustom = "custom:";
   if (name.substr(0, kCustom.size()) != kCustom) {
-    std::string known;
-    for (const auto& p : accumulator_presets()) {
-      known += (known.empty() ? "" : ", ") + p.name;
-      for (const auto& a : p.aliases) known += " (" + a + ")";
-    }
     throw std::invalid_argument(fmt::format(
-        "unknown model '{}' (known: {}, or custom:group=32,frac=13,out=14,cut=rz)", name,
-        known));
+        "unknown model '{}' (`fp8sim models` lists the {} presets and their aliases, e.g. "
+        "hopper-wgmma, nvfp4; or custom:group=32,frac=13,out=14,cut=rz)",
+        name, accumulator_presets().size()));
   }
   AccumulatorSpec m = accumulator_by_name("hopper-wgmma");
   m.name = std::string(name);
