@@ -70,6 +70,18 @@ AccumulatorSpec scaled(AccumulatorSpec m, const char* scale_format, int block, i
   return m;
 }
 
+// The FP4 block-scaled step (MMA-Sim's GST_FDPA, kind::mxf4 and mxf4nvf4): 64 products in
+// exact group sums of 16, each times its two scales' significands and aligned on their
+// exponents, cut toward zero 35 bits below, zero terms at 2^-139, fp32 output cut toward zero.
+AccumulatorSpec gst(std::string name, std::string aliases, std::string instruction,
+                    const char* scale_format, int block, const char* note = "") {
+  return scaled(nv(std::move(name), std::move(aliases), std::move(instruction), 64, 35, "f32",
+                   -139,
+                   fmt::format("{} (MMA_GST_FDPA: G=16, F=35, L=64, e_zero=-139{})", kMmaSimNv,
+                               note)),
+                scale_format, block, 16);
+}
+
 // AMD CDNA3's MFMA step (MMA-Sim's TR_FDPA / GTR_FDPA): products cut toward zero 24 bits
 // below their largest exponent, then realigned with c (31 + 1 and 24 bits, cut down), cut
 // down to 31 bits and rounded to fp32, nearest even; FP8 in even and odd lanes.
@@ -260,31 +272,19 @@ const std::vector<AccumulatorSpec>& accumulator_presets() {
                   fmt::format("{} (MMA_ST_FDPA: F=25, L=32, e_zero=-133; scale exponents "
                               "added to the product exponents)", kMmaSimNv)),
                "ue8m0", 32, 1),
-        scaled(nv("sm_100a.tcgen05.mma.kind::mxf4.block32", "mxf4 blackwell-mxf4",
-                  "tcgen05.mma.cta_group::1.kind::mxf4.block_scale.scale_vec::2X, e2m1, UE8M0 "
-                  "scales per 32 (sm_100a; mma.sync m16n8k64 on sm_120a)",
-                  64, 35, "f32", -139,
-                  fmt::format("{} (MMA_GST_FDPA: G=16, F=35, L=64, e_zero=-139)", kMmaSimNv)),
-               "ue8m0", 32, 16),
-        scaled(nv("sm_100a.tcgen05.mma.kind::mxf4nvf4.block32", "",
-                  "tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.scale_vec::2X, e2m1, "
-                  "UE8M0 scales per 32 (sm_100a, sm_120a)",
-                  64, 35, "f32", -139,
-                  fmt::format("{} (MMA_GST_FDPA: G=16, F=35, L=64, e_zero=-139)", kMmaSimNv)),
-               "ue8m0", 32, 16),
-        scaled(nv("sm_100a.tcgen05.mma.kind::mxf4nvf4.block16.ue8m0", "",
-                  "tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.scale_vec::4X, e2m1, "
-                  "UE8M0 scales per 16 (sm_100a, sm_120a)",
-                  64, 35, "f32", -139,
-                  fmt::format("{} (MMA_GST_FDPA: G=16, F=35, L=64, e_zero=-139)", kMmaSimNv)),
-               "ue8m0", 16, 16),
-        scaled(nv("sm_100a.tcgen05.mma.kind::mxf4nvf4.block16", "nvf4 nvfp4 blackwell-nvfp4",
-                  "tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.scale_vec::4X, e2m1, "
-                  "UE4M3 scales per 16: NVFP4 (sm_100a; mma.sync m16n8k64 on sm_120a)",
-                  64, 35, "f32", -139,
-                  fmt::format("{} (MMA_GST_FDPA: G=16, F=35, L=64, e_zero=-139; group sums "
-                              "times the UE4M3 significands)", kMmaSimNv)),
-               "ue4m3", 16, 16),
+        gst("sm_100a.tcgen05.mma.kind::mxf4.block32", "mxf4 blackwell-mxf4",
+            "tcgen05.mma.cta_group::1.kind::mxf4.block_scale.scale_vec::2X, e2m1, UE8M0 "
+            "scales per 32 (sm_100a; mma.sync m16n8k64 on sm_120a)", "ue8m0", 32),
+        gst("sm_100a.tcgen05.mma.kind::mxf4nvf4.block32", "",
+            "tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.scale_vec::2X, e2m1, UE8M0 "
+            "scales per 32 (sm_100a, sm_120a)", "ue8m0", 32),
+        gst("sm_100a.tcgen05.mma.kind::mxf4nvf4.block16.ue8m0", "",
+            "tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.scale_vec::4X, e2m1, UE8M0 "
+            "scales per 16 (sm_100a, sm_120a)", "ue8m0", 16),
+        gst("sm_100a.tcgen05.mma.kind::mxf4nvf4.block16", "nvf4 nvfp4 blackwell-nvfp4",
+            "tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.scale_vec::4X, e2m1, UE4M3 "
+            "scales per 16: NVFP4 (sm_100a; mma.sync m16n8k64 on sm_120a)", "ue4m3", 16,
+            "; group sums times the UE4M3 significands"),
         // ---- RTX Blackwell: mma.sync ----
         nv("sm_120a.mma.m16n8k32.f32.f8f6f4", "rtx-blackwell-fp8",
            "mma.sync.aligned.m16n8k32.f32.{e4m3,e5m2} and kind::f8f6f4 (sm_120a)", 32, 25,

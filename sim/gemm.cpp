@@ -365,25 +365,18 @@ class Engine {
       xa[i] = sc.a[(k + i) / sc.block];
       xb[i] = sc.b[(k + i) / sc.block];
     }
-    thread_local std::vector<double> av, bv;
-    thread_local std::vector<int> eav, ebv;
-    av.assign(a, a + n);
-    bv.assign(b, b + n);
-    eav.assign(ea, ea + n);
-    ebv.assign(eb, eb + n);
-    return fused_block(m_, av.data(), eav.data(), bv.data(), ebv.data(), n, c,
-                       StepScales{xa.data(), xb.data()});
+    return reference_step(a, ea, b, eb, n, c, StepScales{xa.data(), xb.data()});
   }
 
   double reference_step(const float* a, const std::int16_t* ea, const float* b,
-                        const std::int16_t* eb, int n, double c) const {
+                        const std::int16_t* eb, int n, double c, StepScales scales = {}) const {
     thread_local std::vector<double> av, bv;
     thread_local std::vector<int> eav, ebv;
     av.assign(a, a + n);
     bv.assign(b, b + n);
     eav.assign(ea, ea + n);
     ebv.assign(eb, eb + n);
-    return fused_block(m_, av.data(), eav.data(), bv.data(), ebv.data(), n, c);
+    return fused_block(m_, av.data(), eav.data(), bv.data(), ebv.data(), n, c, scales);
   }
 
   // Steps 3-4 of fused_step_exponents with products held in V and terms summed in I.
