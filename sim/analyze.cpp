@@ -152,8 +152,7 @@ GemmSpec engine_spec(const Recipe& r, const AnalyzeSpec& s) {
   g.b_format = r.b_format;
   g.model = r.model;
   g.promote_every = r.promote_every;
-  g.scaling = engine_scaling(r.scaling);
-  if (g.scaling == Scaling::block) g.block = r.scaling.nc;
+  set_engine_scaling(g, r.scaling);
   g.order = r.order;
   g.out_type = format_by_name("fp32");  // rounded to r.out_type afterwards (out_round stage)
   g.threads = s.threads;
@@ -161,13 +160,32 @@ GemmSpec engine_spec(const Recipe& r, const AnalyzeSpec& s) {
   return g;
 }
 
-// The engine's fp32 result of A (M x K) times B^T.
+// The engine's fp32 result of A (M x K) times B^T, times the two-level scales' tensor scales
+// ga (per row of A) and gb (per row of B) where they are given.
 std::vector<float> run_gemm(const GemmSpec& g, const Operand& A, std::span<const float> sa,
-                            const Operand& B, std::span<const float> sb) {
-  std::vector<float> D(std::size_t(A.rows) * B.rows);
+                            std::span<const float> ga, const Operand& B,
+                            std::span<const float> sb, std::span<const float> gb) {
+  const std::size_t N = B.rows;
+  std::vector<float> D(std::size_t(A.rows) * N);
   const bool scaled = g.scaling != Scaling::none;
   gemm(g, A, B, {}, scaled ? sa : std::span<const float>(), scaled ? sb : std::span<const float>(), D);
+  if (!ga.empty() || !gb.empty())
+    for (std::size_t i = 0; i < D.size(); ++i)
+      D[i] = tensor_scaled(D[i], ga.empty() ? 1.0f : ga[i / N], gb.empty() ? 1.0f : gb[i % N]);
   return D;
+}
+
+// A block-scaled MMA's GEMM with the scales moved out of the MMA: each block's partial sum
+// promoted into fp32 with its scales (the model without block scales, in steps of at most
+// one block).
+GemmSpec scales_at_promotion(GemmSpec g) {
+  if (!g.model.block_scale) return g;
+  g.model.block_scale.reset();
+  g.model.group_sum = 1;
+  g.model.group = std::min(g.model.group, g.mx_block);
+  g.model.name += " (scales at promotion)";
+  g.promote_every = g.mx_block;
+  return g;
 }
 
 }  // namespace
@@ -293,16 +311,23 @@ AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const Input
         return double(d) - R[i];
       });
     };
-    const auto stage = [&](int s, const Energies& e) {
+    // Stage s: the error energy of `run`'s fp32 result (rounded to out_type unless
+    // keep_fp32), or unmeasured when the model cannot run it.
+    const auto stage = [&](int s, const auto& run, bool keep_fp32 = false) {
       rr.stages[s].ran = true;
-      rr.stages[s].error_energy = e.total;
+      try {
+        rr.stages[s].error_energy = error_of(run(), keep_fp32).total;
+      } catch (const std::exception& e) {
+        rr.stages[s].unmeasured = e.what();
+      }
     };
 
     Operands q = quantise(r.scaling, r, A, B, spec.threads);
     rr.saturated_a = q.a.saturated;
     rr.saturated_b = q.b.saturated;
     const std::vector<float> sb = gemm_scales(r.scaling, OperandRole::b, q.b);
-    const std::vector<float> D32 = run_gemm(g, q.a.operand, q.a.scales, q.b.operand, sb);
+    const std::vector<float> D32 =
+        run_gemm(g, q.a.operand, q.a.scales, q.a.tensor_scales, q.b.operand, sb, q.b.tensor_scales);
     const Energies err = error_of(D32, false);
     rr.signal_energy = signal.total;
     rr.error_energy = err.total;
@@ -317,30 +342,40 @@ AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const Input
     if (spec.stages) {
       // quant_a / quant_b: that operand unquantised (fp32 values, scales 1).
       const std::vector<float> ones_a(q.a.scales.size(), 1.0f), ones_b(sb.size(), 1.0f);
-      stage(0, error_of(run_gemm(g, a_exact, ones_a, q.b.operand, sb), false));
-      stage(1, error_of(run_gemm(g, q.a.operand, q.a.scales, b_exact, ones_b), false));
-      // scale_enc: the same granularity with fp32 scales.
+      stage(0, [&] { return run_gemm(g, a_exact, ones_a, {}, q.b.operand, sb, q.b.tensor_scales); });
+      stage(1, [&] { return run_gemm(g, q.a.operand, q.a.scales, q.a.tensor_scales, b_exact, ones_b, {}); });
+      // scale_enc: the same granularity with fp32 scales (applied at promotion when the
+      // MMA applied the recipe's).
       if (r.scaling.granularity != ScaleGranularity::none &&
           r.scaling.encoding != ScaleEncoding::fp32) {
         ScalingSpec sc = r.scaling;
         sc.encoding = ScaleEncoding::fp32;
-        const Operands q32 = quantise(sc, r, A, B, spec.threads);
-        stage(2, error_of(run_gemm(g, q32.a.operand, q32.a.scales, q32.b.operand,
-                                   gemm_scales(sc, OperandRole::b, q32.b)), false));
+        GemmSpec g32 = scales_at_promotion(g);
+        set_engine_scaling(g32, sc);
+        stage(2, [&] {
+          const Operands q32 = quantise(sc, r, A, B, spec.threads);
+          return run_gemm(g32, q32.a.operand, q32.a.scales, {}, q32.b.operand,
+                          gemm_scales(sc, OperandRole::b, q32.b), {});
+        });
       }
-      // accum: the exact model, same promotion and scales.
+      // accum: the exact model, same promotion and scales (at promotion, block by block,
+      // when the MMA applied them).
       if (!r.model.exact) {
-        GemmSpec ge = g;
+        GemmSpec ge = scales_at_promotion(g);
         ge.model = accumulator_by_name("exact");
-        stage(3, error_of(run_gemm(ge, q.a.operand, q.a.scales, q.b.operand, sb), false));
+        stage(3, [&] {
+          return run_gemm(ge, q.a.operand, q.a.scales, q.a.tensor_scales, q.b.operand, sb,
+                          q.b.tensor_scales);
+        });
       }
       // out_round: the fp32 result as it is.
-      if (r.out_type != fp32) stage(4, error_of(D32, true));
+      if (r.out_type != fp32) stage(4, [&] { return D32; }, true);
     }
     for (StageResult& s : rr.stages) {
       if (!s.ran) s.error_energy = rr.error_energy;
       s.sqnr_db = energy_db(signal.total, s.error_energy);
       s.share = rr.error_energy > 0 ? (rr.error_energy - s.error_energy) / rr.error_energy : 0.0;
+      if (!s.unmeasured.empty()) s.error_energy = s.sqnr_db = s.share = std::nan("");
     }
     rr.seconds = seconds_since(t0);
     if (progress)

@@ -27,6 +27,13 @@
 //             application unchanged); already exact for a recipe whose model is exact.
 //   out_round the engine's fp32 result kept instead of rounded to out_type; already exact
 //             for out_type fp32. Costs no GEMM (the full run's fp32 result is kept).
+// Recipes whose MMA applies block scales itself (a model with block_scale: MXFP8, NVFP4):
+// scale_enc and accum move the scales out of the MMA, applied as each block's partial sum
+// is promoted into fp32 (the model without its block scales, in steps of at most one
+// block, promote_every = the block);
+// a stage the model cannot run (quant_a / quant_b on a model with exact group sums of FP4
+// products, which an fp32 operand does not fit) is unmeasured (StageResult::unmeasured).
+// Two-level scales (ue4m3) multiply the engine's fp32 result by fl32(g_a g_b) (scaling.hpp).
 // GEMMs per recipe: 1 (full) + 1 (quant_a) + 1 (quant_b) + 1 (scale_enc, if not fp32) +
 // 1 (accum, if the model is not exact); gemm_count() says it. The exact reference R is one
 // exact GEMM shared by all recipes.
@@ -88,6 +95,8 @@ Quantiles quantiles(std::vector<double> values);
 
 struct StageResult {
   bool ran = false;           // false: already exact in this recipe (E_s = E, share 0)
+  std::string unmeasured;     // non-empty: the recipe's MMA cannot run this stage (why);
+                              // sqnr_db and share are then NaN
   double error_energy = 0;    // E_s
   double sqnr_db = 0;         // SQNR with this stage exact
   double share = 0;           // (E - E_s) / E (0 when E = 0)

@@ -14,26 +14,28 @@ const std::vector<NamedRecipe>& named_recipes() {
        "E4M3 A and B, 1x128 activation tiles and 128x128 weight blocks with fp32 scales, "
        "H800 WGMMA promoted to fp32 every 128 products, bf16 output",
        "DeepSeek-V3 technical report (arXiv:2412.19437) s3.3.1 fine-grained quantisation, "
-       "s3.3.2 promotion every N_C = 128 elements; DeepGEMM sm90_fp8_gemm_1d2d scale order", ""},
+       "s3.3.2 promotion every N_C = 128 elements; DeepGEMM sm90_fp8_gemm_1d2d scale order"},
       {"te-tensorwise", "e4m3", "e4m3", "tensor", "hopper-wgmma", 128, "cublaslt", "bf16",
        "E4M3 A and B with one fp32 scale per tensor, Hopper WGMMA promoted every 128 "
        "products as cuBLASLt does without fast accumulation, bf16 output",
        "Transformer Engine per-tensor (delayed / current) scaling; cuBLASLt FP8 GEMM without "
-       "CUBLASLT_MATMUL_DESC_FAST_ACCUM, promotion interval modelled as 128 (issue 13)", ""},
+       "CUBLASLT_MATMUL_DESC_FAST_ACCUM, promotion interval modelled as 128 (issue 13)"},
       {"mxfp8", "e4m3", "e4m3", "mx", "blackwell-fp8", 32, "deepgemm", "bf16",
        "E4M3 A and B in 1x32 blocks with E8M0 scales (MX), Blackwell FP8 accumulator, each "
        "32-block's scaled partial added in fp32, bf16 output",
        "OCP Microscaling Formats (MX) v1.0 s5, s6.3 (MXFP8 E4M3, E8M0 scale = "
-       "2^(floor(log2 amax) - emax)); accumulator: the blackwell-fp8 preset", ""},
+       "2^(floor(log2 amax) - emax)); accumulator: the blackwell-fp8 preset"},
       {"fast-accum", "e4m3", "e4m3", "tensor", "hopper-wgmma", 0, "cublaslt", "bf16",
        "te-tensorwise with cuBLASLt fast accumulation: the WGMMA accumulator is never promoted",
        "cuBLASLt CUBLASLT_MATMUL_DESC_FAST_ACCUM (the accumulator stays in the tensor core "
-       "for all of K); accumulator: the hopper-wgmma preset", ""},
-      {"nvfp4", "e2m1", "e2m1", "", "blackwell-fp8", 0, "deepgemm", "bf16",
-       "E2M1 A and B in 1x16 blocks with UE4M3 scales and an fp32 tensor scale (NVFP4)",
-       "NVIDIA Blackwell NVFP4",
-       "needs UE4M3 scale encoding for 1x16 blocks, which fp8sim does not model yet (issue 12 "
-       "adds it)"},
+       "for all of K); accumulator: the hopper-wgmma preset"},
+      {"nvfp4", "e2m1", "e2m1", "nvfp4", "nvfp4", 0, "deepgemm", "bf16",
+       "E2M1 A and B in 1x16 blocks with UE4M3 scales under an fp32 tensor scale (NVFP4); "
+       "Blackwell's block-scaled MMA applies the block scales inside the MMA and the tensor "
+       "scales multiply its fp32 result; bf16 output",
+       "NVIDIA NVFP4 recipe (tensor scale amax / (6 * 448), block scale UE4M3 of block amax / "
+       "(6 * tensor scale)); MMA: tcgen05.mma kind::mxf4nvf4 scale_vec::4X with UE4M3 scales, "
+       "the nvfp4 preset (MMA-Sim 2.1.1 GST_FDPA parameters)"},
   };
   return table;
 }
@@ -45,9 +47,6 @@ Recipe recipe_by_name(std::string_view name) {
       known += (known.empty() ? "" : ", ") + r.name;
       continue;
     }
-    if (!r.unavailable.empty())
-      throw std::invalid_argument(fmt::format("recipe '{}' is not available yet: {}", name,
-                                              r.unavailable));
     Recipe x = grid_recipe(format_by_name(r.a_format), scaling_by_name(r.scaling),
                            accumulator_by_name(r.model), r.promote_every,
                            format_by_name(r.out_type));
@@ -87,7 +86,7 @@ std::vector<Recipe> recipe_list(const RecipeRequest& g) {
   for (const std::string& name : g.names) {
     if (name == "all") {
       for (const NamedRecipe& n : named_recipes())
-        if (n.unavailable.empty()) add(recipe_by_name(n.name));
+        add(recipe_by_name(n.name));
     } else {
       add(recipe_by_name(name));
     }
@@ -105,8 +104,10 @@ std::vector<Recipe> recipe_list(const RecipeRequest& g) {
     for (const std::string& f : formats)
       for (const std::string& sc : scalings)
         for (const std::string& enc : encodings) {
-          // none and mx have one encoding; a scaling that names its encoding keeps it.
-          const bool fixed = sc == "none" || sc == "mx" || sc.find(':') != std::string::npos;
+          // none and mx (nvfp4) name their encoding; so does a scaling with ':'.
+          const ScaleGranularity gr = scaling_by_name(sc).granularity;
+          const bool fixed = gr == ScaleGranularity::none || gr == ScaleGranularity::mx ||
+                             sc.find(':') != std::string::npos;
           const ScalingSpec scaling = scaling_by_name(fixed ? sc : sc + ":" + enc);
           for (const std::string& m : models)
             for (int p : promotes)
@@ -115,7 +116,7 @@ std::vector<Recipe> recipe_list(const RecipeRequest& g) {
   }
   if (out.empty())
     for (const NamedRecipe& n : named_recipes())
-      if (n.unavailable.empty()) add(recipe_by_name(n.name));
+      add(recipe_by_name(n.name));
   return out;
 }
 

@@ -37,14 +37,13 @@ struct NamedRecipe {
   std::string out_type;
   std::string description;      // one line: what the recipe is
   std::string evidence;         // where its parameters come from
-  std::string unavailable;      // non-empty: why it cannot run in this build
 };
 
 // The table, in the order `fp8sim analyze --list-recipes` prints it.
 const std::vector<NamedRecipe>& named_recipes();
 
 // A named recipe, parsed. Throws std::invalid_argument for an unknown name (listing the known
-// ones) or an unavailable one (saying why).
+// ones).
 Recipe recipe_by_name(std::string_view name);
 
 // The grid's recipe for one combination (name "<format>/<scaling>/<model>/p<promote>"; A and
@@ -53,8 +52,8 @@ Recipe grid_recipe(const FormatSpec& format, const ScalingSpec& scaling,
                    const AccumulatorSpec& model, int promote_every, const FormatSpec& out_type);
 
 // The recipes a front-end asks for (`fp8sim analyze`, fp8sim.analyze): named ones ("all":
-// every available one), then the grid's cross product of the axes given (axes left out take
-// the defaults e4m3, tensor, fp32, hopper-wgmma, 128), each recipe once; every available
+// every one), then the grid's cross product of the axes given (axes left out take
+// the defaults e4m3, tensor, fp32, hopper-wgmma, 128), each recipe once; every
 // named recipe when nothing is asked. Throws std::invalid_argument naming a bad value.
 struct RecipeRequest {
   std::vector<std::string> names;

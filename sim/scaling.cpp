@@ -40,29 +40,44 @@ ScalingSpec scaling_by_name(std::string_view text) {
   } else if (gran.starts_with("block")) {
     s.granularity = ScaleGranularity::block;
     s.nc = number_after("block");
-  } else if (gran == "mx") {
+  } else if (gran == "nvfp4") {
+    if (!enc.empty())
+      throw std::invalid_argument(fmt::format("scaling '{}': nvfp4 scales are always ue4m3", text));
     s.granularity = ScaleGranularity::mx;
-    s.nc = 32;
+    s.nc = 16;
+    s.encoding = ScaleEncoding::ue4m3;
+  } else if (gran.starts_with("mx")) {
+    s.granularity = ScaleGranularity::mx;
+    s.nc = gran == "mx" ? 32 : number_after("mx");
     s.encoding = ScaleEncoding::e8m0;
   } else {
     throw std::invalid_argument(fmt::format(
-        "unknown scaling '{}' (known: none, tensor, row, tile<Nc>, block<Nc>, mx)", text));
+        "unknown scaling '{}' (known: none, tensor, row, tile<Nc>, block<Nc>, mx, mx<Nc>, nvfp4)",
+        text));
   }
   if (!enc.empty()) {
     if (enc == "fp32") s.encoding = ScaleEncoding::fp32;
     else if (enc == "pow2") s.encoding = ScaleEncoding::pow2;
     else if (enc == "e8m0") s.encoding = ScaleEncoding::e8m0;
+    else if (enc == "ue4m3") s.encoding = ScaleEncoding::ue4m3;
     else
-      throw std::invalid_argument(
-          fmt::format("scaling '{}': unknown scale encoding '{}' (fp32, pow2, e8m0)", text, enc));
-    if (s.granularity == ScaleGranularity::mx && s.encoding != ScaleEncoding::e8m0)
-      throw std::invalid_argument(fmt::format("scaling '{}': mx scales are always e8m0", text));
+      throw std::invalid_argument(fmt::format(
+          "scaling '{}': unknown scale encoding '{}' (fp32, pow2, e8m0, ue4m3)", text, enc));
+    const bool mx = s.granularity == ScaleGranularity::mx;
+    if (mx && s.encoding != ScaleEncoding::e8m0 && s.encoding != ScaleEncoding::ue4m3)
+      throw std::invalid_argument(fmt::format("scaling '{}': mx scales are e8m0 or ue4m3", text));
+    if (!mx && s.encoding == ScaleEncoding::ue4m3)
+      throw std::invalid_argument(fmt::format("scaling '{}': ue4m3 scales are for mx blocks", text));
     if (s.granularity == ScaleGranularity::none)
       throw std::invalid_argument(fmt::format("scaling '{}': none has no scale encoding", text));
   }
-  s.name = std::string(gran);
-  if (s.encoding != ScaleEncoding::fp32 && s.granularity != ScaleGranularity::mx)
-    s.name += s.encoding == ScaleEncoding::pow2 ? ":pow2" : ":e8m0";
+  if (s.granularity == ScaleGranularity::mx) {
+    s.name = s.nc == 32 ? "mx" : fmt::format("mx{}", s.nc);
+    if (s.encoding == ScaleEncoding::ue4m3) s.name = s.nc == 16 ? "nvfp4" : s.name + ":ue4m3";
+  } else {
+    s.name = std::string(gran);
+    if (s.encoding != ScaleEncoding::fp32) s.name += fmt::format(":{}", encoding_name(s));
+  }
   return s;
 }
 
@@ -72,6 +87,7 @@ std::string_view encoding_name(const ScalingSpec& s) {
     case ScaleEncoding::fp32: return "fp32";
     case ScaleEncoding::pow2: return "pow2";
     case ScaleEncoding::e8m0: return "e8m0";
+    case ScaleEncoding::ue4m3: return "ue4m3";
   }
   return "none";
 }
@@ -88,13 +104,45 @@ Scaling engine_scaling(const ScalingSpec& s) {
   return Scaling::none;
 }
 
-double scale_for_amax(double amax, const FormatSpec& element, ScaleEncoding enc) {
-  if (!(amax > 0) || !std::isfinite(amax)) return 1.0;
+void set_engine_scaling(GemmSpec& g, const ScalingSpec& s) {
+  g.scaling = engine_scaling(s);
+  if (g.scaling == Scaling::block) g.block = s.nc;
+  if (g.scaling == Scaling::mx) {
+    g.mx_block = s.nc;
+    g.mx_scale = format_by_name(s.encoding == ScaleEncoding::ue4m3 ? "ue4m3" : "ue8m0");
+  }
+}
+
+namespace {
+
+// fl32(x) clamped to fp32's normal range (a scale of 0 or Inf would give NaN codes).
+double fp32_scale(double x) {
+  return std::clamp(static_cast<float>(x), std::numeric_limits<float>::min(),
+                    std::numeric_limits<float>::max());
+}
+
+}  // namespace
+
+double tensor_scale_for_amax(double tamax, const FormatSpec& element) {
+  if (!(tamax > 0) || !std::isfinite(tamax)) return 1.0;
+  return fp32_scale(tamax / (max_finite(element) * max_finite(format_by_name("ue4m3"))));
+}
+
+double scale_for_amax(double amax, const FormatSpec& element, ScaleEncoding enc,
+                      double tensor_scale) {
   const double fmax = max_finite(element);
+  if (enc == ScaleEncoding::ue4m3) {
+    // At least UE4M3's smallest normal value 2^-6, as torchao's nvfp4_quantize clamps
+    // (E4M3_EPS): a block of zeros, or one far below its tensor's largest, gets that scale.
+    static const FormatSpec ue4m3 = format_by_name("ue4m3");
+    const double u = decode(ue4m3, encode(amax / (fmax * tensor_scale), ue4m3,
+                                          RoundingSpec{Rounding::rne, Overflow::saturate, 32}));
+    return std::max(u, 0x1p-6);
+  }
+  if (!(amax > 0) || !std::isfinite(amax)) return 1.0;
   switch (enc) {
-    case ScaleEncoding::fp32:  // within fp32's normal range, as pow2 (else 0 or Inf: NaN codes)
-      return std::clamp(static_cast<float>(amax / fmax), std::numeric_limits<float>::min(),
-                        std::numeric_limits<float>::max());
+    case ScaleEncoding::fp32:  // within fp32's normal range, as pow2
+      return fp32_scale(amax / fmax);
     case ScaleEncoding::pow2: {
       int e = std::ilogb(amax / fmax);  // 2^e <= amax / fmax < 2^(e+1)
       if (std::ldexp(1.0, e) < amax / fmax) ++e;
@@ -103,6 +151,7 @@ double scale_for_amax(double amax, const FormatSpec& element, ScaleEncoding enc)
     case ScaleEncoding::e8m0:
       // OCP MX v1.0 s6.3: X = 2^(floor(log2(amax)) - emax_elem), clamped to E8M0's range.
       return std::ldexp(1.0, std::clamp(std::ilogb(amax) - max_exponent(element), -127, 127));
+    case ScaleEncoding::ue4m3: break;  // above
   }
   return 1.0;
 }
@@ -133,6 +182,20 @@ QuantisedOperand quantise_operand(const ScalingSpec& s, OperandRole role, const 
   q.scale_cols = s.granularity == ScaleGranularity::none ? 0 : tiled ? K / s.nc : 1;
   q.scales.assign(static_cast<std::size_t>(T) * q.scale_cols, 1.0f);
 
+  // 0. Two-level scales: each group of tensor_rows rows' tensor scale g.
+  const bool two_level = s.encoding == ScaleEncoding::ue4m3;
+  if (two_level) {
+    q.tensor_scales.resize(T);
+    for (std::size_t r0 = 0; r0 < std::size_t(T); r0 += tensor_rows) {
+      const std::size_t r1 = std::min<std::size_t>(r0 + tensor_rows, T);
+      double tamax = 0;
+      for (std::size_t i = r0 * K; i < r1 * K; ++i) tamax = std::max(tamax, std::fabs(x[i]));
+      std::fill(q.tensor_scales.begin() + r0, q.tensor_scales.begin() + r1,
+                static_cast<float>(tensor_scale_for_amax(tamax, f)));
+    }
+  }
+  const auto tensor_scale = [&](std::size_t r) { return two_level ? double(q.tensor_scales[r]) : 1.0; };
+
   // 1. Scales. Rows sharing a scale: tensor_rows for tensor, Nc for B's blocks, else 1.
   int rows_per = 1;
   if (s.granularity == ScaleGranularity::tensor) rows_per = tensor_rows;
@@ -149,7 +212,7 @@ QuantisedOperand quantise_operand(const ScalingSpec& s, OperandRole role, const 
           for (std::size_t r = r0; r < r1; ++r)
             for (int k = c * width; k < (c + 1) * width; ++k)
               amax = std::max(amax, std::fabs(x[r * K + k]));
-          const float sc = static_cast<float>(scale_for_amax(amax, f, s.encoding));
+          const float sc = static_cast<float>(scale_for_amax(amax, f, s.encoding, tensor_scale(r0)));
           for (std::size_t r = r0; r < r1; ++r) q.scales[r * cols + c] = sc;
         }
       }
@@ -164,7 +227,8 @@ QuantisedOperand quantise_operand(const ScalingSpec& s, OperandRole role, const 
   parallel_for(static_cast<std::size_t>(T), threads, [&](std::size_t begin, std::size_t end) {
     for (std::size_t t = begin; t < end; ++t)
       for (int k = 0; k < K; ++k) {
-        const double sc = cols == 0 ? 1.0 : q.scales[t * cols + (cols == 1 ? 0 : k / s.nc)];
+        const double sc = tensor_scale(t) *
+                          (cols == 0 ? 1.0 : q.scales[t * cols + (cols == 1 ? 0 : k / s.nc)]);
         const double v = x[t * K + k] / sc;
         if (std::fabs(v) > fmax) ++saturated[t];
         codes[t * K + k] = encode(v, f, rne_sat);

@@ -54,8 +54,7 @@ GemmSpec engine_spec(const SweepSpec& s, const SweepConfig& c) {
   g.a_format = g.b_format = s.formats[c.format];
   g.model = s.models[c.model];
   g.promote_every = s.promote_every[c.promote];
-  g.scaling = engine_scaling(s.scalings[c.scaling]);
-  if (g.scaling == Scaling::block) g.block = s.scalings[c.scaling].nc;
+  set_engine_scaling(g, s.scalings[c.scaling]);
   g.order = ScaleOrder::deepgemm;
   g.out_type = format_by_name("fp32");
   g.threads = s.threads;
@@ -174,6 +173,9 @@ SweepResult run_sweep(const SweepSpec& s, const SweepProgress& progress) {
         batched_dot(g, qa.operand, qb.operand, {},
                     scaled ? std::span<const float>(qa.scales) : std::span<const float>(),
                     scaled ? std::span<const float>(qb.scales) : std::span<const float>(), got);
+        if (!qa.tensor_scales.empty())
+          for (int t = 0; t < Tc; ++t)
+            got[t] = tensor_scaled(got[t], qa.tensor_scales[t], qb.tensor_scales[t]);
         for (int t = 0; t < Tc; ++t) {
           TrialResult& tr = r.trials[ci * T + t0 + t];
           tr.config = static_cast<int>(ci);

@@ -282,14 +282,10 @@ TEST_CASE("analyze: results do not depend on the thread count", "[unit]") {
 TEST_CASE("analyze: the named-recipe table", "[unit]") {
   for (const NamedRecipe& n : named_recipes()) {
     INFO(n.name);
-    if (n.unavailable.empty()) {
-      const Recipe r = recipe_by_name(n.name);
-      CHECK(r.name == n.name);
-      CHECK(r.model.name == n.model);
-      CHECK(r.promote_every == n.promote_every);
-    } else {
-      CHECK_THROWS_WITH(recipe_by_name(n.name), Catch::Contains("not available yet"));
-    }
+    const Recipe r = recipe_by_name(n.name);
+    CHECK(r.name == n.name);
+    CHECK(r.model.name == n.model);
+    CHECK(r.promote_every == n.promote_every);
   }
   const Recipe d = recipe_by_name("deepseek-v3");
   CHECK(d.scaling.granularity == ScaleGranularity::block);
@@ -397,7 +393,6 @@ TEST_CASE("fp8sim analyze writes its CSVs and manifest, and rejects bad input", 
   expect_error("analyze --a A.npy --b B.npy --dtype bf17", "unknown input dtype 'bf17'");
   expect_error("analyze --a A.npy --b B.npy --dtype f16", "is not f16 as asked");
   expect_error("analyze --a A.npy --b B.npy --recipes deepseek-v4", "unknown recipe 'deepseek-v4'");
-  expect_error("analyze --a A.npy --b B.npy --recipes nvfp4", "not available yet");
   expect_error("analyze --a A.npy --b B.npy --scalings block48", "recipe e4m3/block48");
   expect_error("analyze --a missing.npy --b B.npy", "missing.npy");
   expect_error("analyze --a A.npy --b B.npy --scalings block256 --skip-invalid", "no recipe can run");

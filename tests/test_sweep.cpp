@@ -206,16 +206,60 @@ TEST_CASE("a sweep with the fp32 model matches a direct fmaf loop in double", "[
   }
 }
 
+TEST_CASE("block-scaled MMAs in a sweep match the reference step chained along K", "[sweep][differential]") {
+  // MXFP8, MXFP4 and NVFP4 with their scales inside the MMA: each trial's result is
+  // chained_dot (the plain reference step) on the quantised elements and their block
+  // scales, times fl32(g_a g_b) for NVFP4's tensor scales.
+  SweepSpec s;
+  s.seed = test_seed();
+  s.k = {64, 512};
+  s.rho = {0.0, 0.9};
+  s.formats = {format_by_name("e4m3"), format_by_name("e2m1")};
+  s.scalings = {scaling_by_name("mx"), scaling_by_name("nvfp4")};
+  s.models = {accumulator_by_name("mxf8f6f4"), accumulator_by_name("mxf4"),
+              accumulator_by_name("nvfp4")};
+  s.trials = 40;
+  s.tensor_rows = 16;
+  s.skip_invalid = true;  // each model takes one scaling
+  const SweepResult r = run_sweep(s);
+  REQUIRE(r.configs.size() == 2 * 2 * 2 * 3);  // per K, rho, format: mx x {mxf8f6f4, mxf4}, nvfp4 x nvfp4
+  for (const SweepConfig& c : r.configs) {
+    const int K = s.k[c.k];
+    const ScalingSpec& sc = s.scalings[c.scaling];
+    const FormatSpec& f = s.formats[c.format];
+    const AccumulatorSpec& m = s.models[c.model];
+    std::vector<double> a(std::size_t(s.trials) * K), b(a.size());
+    generate_pairs(s.distributions[0], s.rho[c.rho], s.seed, s.trials, K, a, b, 1);
+    const QuantisedOperand qa = quantise_operand(sc, OperandRole::a, f, s.trials, K, a, s.tensor_rows, 1);
+    const QuantisedOperand qb = quantise_operand(sc, OperandRole::b, f, s.trials, K, b, s.tensor_rows, 1);
+    const std::size_t ci = &c - r.configs.data();
+    for (int t = 0; t < s.trials; ++t) {
+      std::vector<double> xa(K), xb(K), za(K), zb(K);
+      for (int k = 0; k < K; ++k) {
+        xa[k] = qa.operand.value[std::size_t(t) * K + k];
+        xb[k] = qb.operand.value[std::size_t(t) * K + k];
+        za[k] = qa.scales[std::size_t(t) * (K / sc.nc) + k / sc.nc];
+        zb[k] = qb.scales[std::size_t(t) * (K / sc.nc) + k / sc.nc];
+      }
+      float want = static_cast<float>(chained_dot(m, f, xa.data(), f, xb.data(), K, 0.0, za.data(), zb.data()));
+      if (!qa.tensor_scales.empty()) want = tensor_scaled(want, qa.tensor_scales[t], qb.tensor_scales[t]);
+      const TrialResult& tr = r.trials[ci * s.trials + t];
+      INFO(fmt::format("{} => got {:a} want {:a}", trial_line(r, tr), tr.got, want));
+      CHECK(std::bit_cast<std::uint32_t>(tr.got) == std::bit_cast<std::uint32_t>(want));
+    }
+  }
+}
+
 TEST_CASE("scaling: quantisation round trips and scale encodings", "[sweep][scaling]") {
   const std::uint64_t seed = test_seed();
   const int T = 256, K = 256;
   std::vector<double> x(T * K), y(T * K);
   generate_pairs(distribution_by_name("llm:channels=4,gain=50,sigma=0.01"), 0.0, seed, T, K, x, y, 2);
-  for (const char* fname : {"e4m3", "e5m2", "e5m6"}) {
+  for (const char* fname : {"e4m3", "e5m2", "e5m6", "e2m1"}) {
     const FormatSpec f = format_by_name(fname);
     const double fmax = max_finite(f);
     for (const char* sname : {"none", "tensor", "row", "tile32", "block128", "mx", "tensor:pow2",
-                              "block64:e8m0", "tile128:pow2"}) {
+                              "block64:e8m0", "tile128:pow2", "mx16", "nvfp4"}) {
       const ScalingSpec sc = scaling_by_name(sname);
       for (OperandRole role : {OperandRole::a, OperandRole::b}) {
         const QuantisedOperand q = quantise_operand(sc, role, f, T, K, x, 64, 2);
@@ -223,8 +267,9 @@ TEST_CASE("scaling: quantisation round trips and scale encodings", "[sweep][scal
         //    scale; each block's largest element lands where its encoding says.
         for (int t = 0; t < T; ++t)
           for (int k = 0; k < K; ++k) {
-            const double sv = q.scale_cols == 0 ? 1.0
-                              : q.scales[t * q.scale_cols + (q.scale_cols == 1 ? 0 : k / sc.nc)];
+            const double sv = (q.tensor_scales.empty() ? 1.0 : q.tensor_scales[t]) *
+                              (q.scale_cols == 0 ? 1.0
+                              : q.scales[t * q.scale_cols + (q.scale_cols == 1 ? 0 : k / sc.nc)]);
             const double v = x[t * K + k] / sv;
             const double want = quantize(v, f);
             if (q.operand.value[t * K + k] != want) {
@@ -232,7 +277,8 @@ TEST_CASE("scaling: quantisation round trips and scale encodings", "[sweep][scal
                                fname, sname, int(role), t, k, x[t * K + k], sv,
                                q.operand.value[t * K + k], want));
             }
-            if (sc.encoding != ScaleEncoding::fp32 && std::ilogb(sv) != std::log2(sv))
+            if ((sc.encoding == ScaleEncoding::pow2 || sc.encoding == ScaleEncoding::e8m0) &&
+                std::ilogb(sv) != std::log2(sv))
               FAIL(fmt::format("scale {} {} t={} k={} => got {:a}, not a power of two", fname, sname, t, k, sv));
           }
         // Power-of-two scales are rounded up, so nothing saturates (fp32 scales can round
@@ -241,7 +287,8 @@ TEST_CASE("scaling: quantisation round trips and scale encodings", "[sweep][scal
         // 2. Idempotence of power-of-two scales: requantising the dequantised values gives
         //    the same values (the scale may halve when a block's amax rounded down to
         //    exactly fmax / 2, with every element doubling).
-        if (sc.encoding != ScaleEncoding::fp32 && sc.granularity != ScaleGranularity::none) {
+        if ((sc.encoding == ScaleEncoding::pow2 || sc.encoding == ScaleEncoding::e8m0) &&
+            sc.granularity != ScaleGranularity::none) {
           std::vector<double> back(T * K);
           for (int t = 0; t < T; ++t)
             for (int k = 0; k < K; ++k) back[t * K + k] = dequantised(q, K, t, k, sc.nc);
@@ -294,6 +341,34 @@ TEST_CASE("scaling: quantisation round trips and scale encodings", "[sweep][scal
       CHECK(q.operand.value[k] == want);
     }
     CHECK(q.saturated == 0);
+  }
+  // Names: mx blocks and their encodings.
+  CHECK(scaling_by_name("mx16").name == "mx16");
+  CHECK(scaling_by_name("mx16:ue4m3").name == "nvfp4");
+  CHECK(scaling_by_name("mx32:e8m0").name == "mx");
+  CHECK(scaling_by_name("nvfp4").nc == 16);
+  CHECK_THROWS_AS(scaling_by_name("tensor:ue4m3"), std::invalid_argument);
+  CHECK_THROWS_AS(scaling_by_name("nvfp4:e8m0"), std::invalid_argument);
+  CHECK_THROWS_AS(scaling_by_name("mx0"), std::invalid_argument);
+  // Two-level (NVFP4) scales: g = fl32(tamax / (6 * 448)) per tensor_rows rows; block
+  // scales UE4M3 values of at least 2^-6.
+  {
+    const FormatSpec e2m1 = format_by_name("e2m1"), ue4m3 = format_by_name("ue4m3");
+    const QuantisedOperand q = quantise_operand(scaling_by_name("nvfp4"), OperandRole::a, e2m1, T, K, x, 64, 2);
+    for (int t = 0; t < T; ++t) {
+      double tamax = 0;
+      for (int r = t / 64 * 64; r < t / 64 * 64 + 64; ++r)
+        for (int k = 0; k < K; ++k) tamax = std::max(tamax, std::fabs(x[r * K + k]));
+      INFO(fmt::format("nvfp4 tensor scale t={} => got {:a} want {:a}", t, q.tensor_scales[t],
+                       float(tamax / (6.0 * 448.0))));
+      CHECK(q.tensor_scales[t] == float(tamax / (6.0 * 448.0)));
+      for (int c = 0; c < K / 16; ++c) {
+        const float u = q.scales[t * (K / 16) + c];
+        INFO(fmt::format("nvfp4 block scale t={} c={} => got {:a}", t, c, u));
+        CHECK(u >= 0x1p-6f);
+        CHECK(decode(ue4m3, encode(u, ue4m3)) == u);
+      }
+    }
   }
   CHECK_THROWS_AS(scaling_by_name("block"), std::invalid_argument);
   CHECK_THROWS_AS(scaling_by_name("mx:fp32"), std::invalid_argument);

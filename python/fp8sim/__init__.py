@@ -147,16 +147,20 @@ def ulp(codes: ArrayLike, fmt: str) -> np.ndarray:
 
 
 class Quantized(NamedTuple):
-    """A quantised operand: ``x ~= scales * decode(codes)`` per scale block.
+    """A quantised operand: ``x ~= scales * decode(codes)`` per scale block (times
+    ``tensor_scales`` per row for two-level NVFP4 scales).
 
     ``scales`` has the shape ``gemm`` takes for ``scaling`` (A and its rows; B's blocks one
-    row per block); pass ``scaling`` and ``block`` on to ``gemm``.
+    row per block); pass ``scaling`` and ``block`` on to ``gemm`` (``mx_block`` for mx). With
+    ``"nvfp4"`` the block scales are UE4M3 values for the MMA and ``tensor_scales`` (T x 1,
+    float32) the second level: D = fl32(acc * fl32(g_a * g_b)).
     """
     codes: np.ndarray
     scales: np.ndarray
     scaling: str
     block: int
     saturated: int
+    tensor_scales: Optional[np.ndarray] = None
 
 
 def quantize(x: ArrayLike, fmt: str = "e4m3", granularity: str = "tensor",
@@ -166,8 +170,9 @@ def quantize(x: ArrayLike, fmt: str = "e4m3", granularity: str = "tensor",
 
     granularity: ``"none"``, ``"tensor"``, ``"row"``, ``"tile:128"`` (1 x 128 along K),
     ``"block:128"`` (A in 1 x 128 tiles, B -- ``role="b"`` -- in 128 x 128 blocks: DeepSeek-V3),
-    ``"mx"`` (1 x 32, E8M0). scale_encoding: ``"fp32"`` (default), ``"pow2"``, ``"e8m0"``
-    (mx always e8m0). Elements are ``RNE(x / s)`` with saturation: the engine's only rounding,
+    ``"mx"`` (1 x 32, E8M0; ``"mx:16"`` 1 x 16), ``"nvfp4"`` (1 x 16 UE4M3 scales under an
+    fp32 tensor scale, NVIDIA's recipe). scale_encoding: ``"fp32"`` (default), ``"pow2"``,
+    ``"e8m0"`` (mx: ``"e8m0"`` or ``"ue4m3"``). Elements are ``RNE(x / s)`` with saturation: the engine's only rounding,
     so ``rounding`` must be ``"rne"``. ``tensor_rows`` (0: all T) rows share a tensor scale.
 
     >>> q = quantize([[1.0, -2.0, 896.0, 0.5]], "e4m3")
@@ -180,9 +185,7 @@ def quantize(x: ArrayLike, fmt: str = "e4m3", granularity: str = "tensor",
     if scale_encoding is not None and scale_encoding != "fp32":
         text += ":" + scale_encoding
     a = as_array(x, np.float64)
-    codes, scales, scaling, block, saturated = _core.quantize(a, fmt, text, role, tensor_rows,
-                                                              threads)
-    return Quantized(codes, scales, scaling, block, saturated)
+    return Quantized(*_core.quantize(a, fmt, text, role, tensor_rows, threads))
 
 
 def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: str = "e4m3",
@@ -395,7 +398,7 @@ def analyze(a: ArrayLike, b: ArrayLike, recipes: Sequence[str] = (),
             skip_invalid: bool = False, out: Optional[str] = None):
     """FP8 error analysis of your own tensors, as ``fp8sim analyze``: A (M x K) and B (N x K)
     (float32, bfloat16 or float16; NumPy, ml_dtypes or torch) through named ``recipes``
-    ("all": every available one) and the grid of ``formats`` x ``scalings`` x ``encodings``
+    ("all": every one) and the grid of ``formats`` x ``scalings`` x ``encodings``
     x ``models`` x ``promote_every``; every named recipe when nothing is asked. Returns a
     pandas DataFrame with the CLI's ``analyze.csv`` columns (one row per recipe: SQNR, its
     row/column quantiles, each stage's share of the error, the pairs' correlation);

@@ -171,9 +171,14 @@ nb::tuple quantize(const AnyArray& x, const std::string& format, const std::stri
     name = "tensor";
   }
   const std::size_t rows = cols ? scales.size() / cols : 0;
+  nb::object tensor_scales = nb::none();
+  if (!q.tensor_scales.empty()) {
+    const std::size_t n = q.tensor_scales.size();
+    tensor_scales = nb::cast(to_numpy(std::move(q.tensor_scales), {n, 1}));
+  }
   return nb::make_tuple(codes_to_numpy(std::move(codes), total_bits(f), v.shape),
                         to_numpy(std::move(scales), {rows, cols}), name,
-                        s.nc ? s.nc : 128, q.saturated);
+                        s.nc ? s.nc : 128, q.saturated, tensor_scales);
 }
 
 }  // namespace

@@ -74,6 +74,8 @@ nlohmann::json recipe_json(const RecipeResult& x) {
                       {"out_type", r.out_type.name},
                       {"gemms", x.gemms},
                       {"seconds", x.seconds}};
+  for (std::size_t i = 0; i < kAnalyzeStages.size(); ++i)
+    if (!x.stages[i].unmeasured.empty()) j["unmeasured"][kAnalyzeStages[i]] = x.stages[i].unmeasured;
   for (const NamedRecipe& n : named_recipes())
     if (n.name == r.name) {
       j["description"] = n.description;
@@ -175,10 +177,15 @@ void run_analyze(const AnalyzeArgs& g, const std::string& command) {
     fmt::print("{:<34} {:>9.2f} {:>10.2f} {:>10.2f}", x.recipe.name, x.sqnr_db,
                x.row_quantiles.q05, x.row_quantiles.q95);
     for (const StageResult& st : x.stages)
-      fmt::print(" {:>9}", s.stages ? fmt::format("{:.1f}%", 100 * st.share) : std::string("-"));
+      fmt::print(" {:>9}", s.stages && st.unmeasured.empty() ? fmt::format("{:.1f}%", 100 * st.share)
+                                                               : std::string("-"));
     fmt::print(" {:>5}\n", x.gemms);
   }
   for (const std::string& why : r.skipped) fmt::print("skipped {}\n", why);
+  for (const RecipeResult& x : r.recipes)
+    for (std::size_t i = 0; i < kAnalyzeStages.size(); ++i)
+      if (!x.stages[i].unmeasured.empty())
+        fmt::print("unmeasured {} {}: {}\n", x.recipe.name, kAnalyzeStages[i], x.stages[i].unmeasured);
   fmt::print("pairs' Pearson correlation: q05 {:.3f}, median {:.3f}, q95 {:.3f}\n", r.pearson.q05,
              r.pearson.median, r.pearson.q95);
   for (const auto& f : files) fmt::print("  wrote {}\n", f);
@@ -201,8 +208,8 @@ void add_analyze_command(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--formats", g->formats, "Grid: element formats (default e4m3)")->delimiter(',');
   cmd->add_option("--scalings", g->scalings,
-                  "Grid: none, tensor, row, block<Nc>, mx (default tensor)")->delimiter(',');
-  cmd->add_option("--encodings", g->encodings, "Grid: scale encodings fp32, pow2, e8m0 (default fp32)")
+                  "Grid: none, tensor, row, block<Nc>, mx, mx<Nc>, nvfp4 (default tensor)")->delimiter(',');
+  cmd->add_option("--encodings", g->encodings, "Grid: scale encodings fp32, pow2, e8m0 (default fp32; mx and nvfp4 name theirs)")
       ->delimiter(',');
   cmd->add_option("--models", g->models,
                   "Grid: accumulator models, comma list (default hopper-wgmma); repeat the flag "
@@ -226,11 +233,8 @@ void add_analyze_command(CLI::App& app) {
   list->callback([] {
     for (const NamedRecipe& n : named_recipes()) {
       fmt::print("{:<15} {}\n", n.name, n.description);
-      if (n.unavailable.empty())
-        fmt::print("{:<15} a={} b={} scaling={} model={} promote_every={} order={} out={}\n", "",
-                   n.a_format, n.b_format, n.scaling, n.model, n.promote_every, n.order, n.out_type);
-      else
-        fmt::print("{:<15} not available yet: {}\n", "", n.unavailable);
+      fmt::print("{:<15} a={} b={} scaling={} model={} promote_every={} order={} out={}\n", "",
+                 n.a_format, n.b_format, n.scaling, n.model, n.promote_every, n.order, n.out_type);
       fmt::print("{:<15} evidence: {}\n", "", n.evidence);
     }
   });

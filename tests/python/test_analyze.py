@@ -61,3 +61,28 @@ def test_bad_input_is_one_line(rng):
         fp8sim.analyze(bad, bad)
     with pytest.raises(ValueError, match="unknown"):
         fp8sim.analyze(x.astype(np.float32), x.astype(np.float32), recipes=["nope"])
+
+
+def test_nvfp4_recipe_is_quantize_then_block_scaled_gemm(rng):
+    """The nvfp4 recipe's output, recomposed from the public pieces: two-level quantize
+    (UE4M3 block scales per 16, fp32 tensor scales), fp8sim.gemm with the nvfp4 MMA taking
+    the block scales, the tensor scales on its fp32 result, bf16 out. Its stages: scale
+    encoding and accumulation measured with the scales applied at promotion."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a = (rng.normal(size=(24, 128)) * np.exp(rng.normal(size=(24, 1)))).astype(np.float32)
+    b = rng.standard_t(4, size=(20, 128)).astype(np.float32)
+    df = fp8sim.analyze(a, b, recipes=["nvfp4"], pairs=24 * 20)
+    qa = fp8sim.quantize(a, "e2m1", "nvfp4")
+    qb = fp8sim.quantize(b, "e2m1", "nvfp4", role="b")
+    d = fp8sim.gemm(qa.codes, qb.codes, a_format="e2m1", b_format="e2m1", model="nvfp4",
+                    a_scales=qa.scales, b_scales=qb.scales, scaling="mx", mx_block=16,
+                    mx_scale="ue4m3")
+    d = (d * (qa.tensor_scales * qb.tensor_scales.T)).astype(np.float32)
+    want = d.astype(ml_dtypes.bfloat16).astype(np.float32)
+    pairs = df.attrs["pairs"]
+    got = np.zeros_like(want)
+    got[pairs.m, pairs.n] = pairs.got
+    np.testing.assert_array_equal(got, want)
+    row = df.iloc[0]
+    assert row.scaling == "nvfp4" and row.scale_encoding == "ue4m3" and row.model == "nvfp4"
+    assert np.isfinite(row.scale_enc_share) and np.isfinite(row.accum_share)

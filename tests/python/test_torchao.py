@@ -40,3 +40,28 @@ def test_torchao_float8_training_runs_through_fp8sim(rng, monkeypatch):
     monkeypatch.setattr(ft, "scaled_mm", real)
     y_torch = model(0)(x)
     assert not torch.equal(y.detach(), y_torch.detach())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_nvfp4_quantize_matches_torchao(seed):
+    """fp8sim's nvfp4 scaling against torchao's nvfp4_quantize (two-level: the fp32 tensor
+    scale amax / (6 * 448), UE4M3 block scales per 16, E2M1 elements): the same tensor
+    scale, block scales and element codes, bit for bit."""
+    import fp8sim
+    nv = pytest.importorskip("torchao.prototype.mx_formats.nvfp4_tensor")
+    kernels = pytest.importorskip("torchao.prototype.mx_formats.kernels")
+    rng = np.random.default_rng(seed)
+    T, K = 128, 512
+    # Blocks spread over 2^-17 .. 2^17 around the tensor's scale, some all zero, so block
+    # scales cover UE4M3's range, its clamp at 2^-6 and elements its whole grid.
+    x = rng.standard_normal((T, K)) * np.exp2(rng.uniform(-17, 17, (T, K // 16))).repeat(16, 1)
+    x[:, :16] *= rng.integers(0, 2, (T, 1))
+    x = x.astype(np.float32)
+    q = fp8sim.quantize(x, "e2m1", "nvfp4")
+    t = torch.from_numpy(x)
+    g = nv.per_tensor_amax_to_scale(t.abs().max())
+    scales, packed = nv.nvfp4_quantize(t, 16, g)
+    assert q.scaling == "mx" and q.block == 16
+    assert np.all(q.tensor_scales == np.float32(g.item()))
+    np.testing.assert_array_equal(q.scales, scales.float().numpy())
+    np.testing.assert_array_equal(q.codes, kernels.unpack_uint4(packed).numpy().reshape(T, K))
