@@ -82,6 +82,19 @@ AccumulatorSpec gst(std::string name, std::string aliases, std::string instructi
                 scale_format, block, 16);
 }
 
+// AMD CDNA2's 16-bit MFMA step (MMA-Sim's MMA_FTZ_MUL_ADD with P = group): fp32 products
+// summed pairwise, subnormals flushed.
+AccumulatorSpec cdna2(std::string name, std::string aliases, std::string instruction, int group) {
+  AccumulatorSpec m = nv(std::move(name), std::move(aliases), std::move(instruction), group, 23,
+                         "f32", 0, "");
+  m.zero_exponent.reset();
+  m.arithmetic = StepArithmetic::pairwise;
+  m.output_rounding = Rounding::rne;
+  m.signed_zero = true;
+  m.evidence = fmt::format("{} (MMA_FTZ_MUL_ADD: P={})", kMmaSimAmd, group);
+  return m;
+}
+
 // AMD CDNA3's MFMA step (MMA-Sim's TR_FDPA / GTR_FDPA): products cut toward zero 24 bits
 // below their largest exponent, then realigned with c (31 + 1 and 24 bits, cut down), cut
 // down to 31 bits and rounded to fp32, nearest even; FP8 in even and odd lanes.
@@ -133,6 +146,16 @@ std::string_view to_string(CEntry c) {
     case CEntry::realign: return "realign";
   }
   return "?";
+}
+
+StepArithmetic parse_step_arithmetic(std::string_view s) {
+  if (s == "fused") return StepArithmetic::fused;
+  if (s == "pairwise") return StepArithmetic::pairwise;
+  throw std::invalid_argument(fmt::format("unknown step arithmetic '{}' (known: fused, pairwise)", s));
+}
+
+std::string_view to_string(StepArithmetic a) {
+  return a == StepArithmetic::pairwise ? "pairwise" : "fused";
 }
 
 // The preset table: the only place hardware parameters live. Each row names the instruction
@@ -304,6 +327,10 @@ const std::vector<AccumulatorSpec>& accumulator_presets() {
                                "to fp32)", kMmaSimAmd)),
         exact_fp32("cdna1.mfma.f32.bf16", "mi100-bf16", "v_mfma_f32_*bf16 (gfx908)", 2,
                    fmt::format("{} (MMA_E_FDPA: exact sum of 2 products and c)", kMmaSimAmd)),
+        cdna2("cdna2.mfma.f32.f16", "mi200-f16", "v_mfma_f32_*f16 (gfx90a)", 4),
+        cdna2("cdna2.mfma.f32.bf16", "", "v_mfma_f32_{32x32x4,32x32x2,16x16x8,16x16x2,4x4x2}bf16 "
+              "(gfx90a: the CDNA1 bf16 instructions)", 2),
+        cdna2("cdna2.mfma.f32.bf16_1k", "mi200-bf16", "v_mfma_f32_*bf16_1k (gfx90a)", 4),
         cdna3("cdna3.mfma.f32.f16", "mi300-f16 mi300-bf16",
               "v_mfma_f32_{32x32x8,16x16x16}_{f16,bf16} (gfx942)", 8, false),
         cdna3("cdna3.mfma.f32.f16.k4", "",
@@ -361,6 +388,11 @@ void validate(const AccumulatorSpec& m) {
   if (m.exact && (m.lanes != 1 || m.group_sum != 1 || m.block_scale ||
                   m.c_entry == CEntry::realign))
     bad("an exact model has no lanes, group sums, block scales or realigned c");
+  if (m.arithmetic == StepArithmetic::pairwise &&
+      ((m.group != 2 && m.group != 4) || m.exact || m.block != 0 || m.lanes != 1 ||
+       m.group_sum != 1 || m.block_scale || m.unpack || m.zero_exponent ||
+       m.c_entry != CEntry::join || m.output.name != "fp32"))
+    bad("arith=pairwise takes a group of 2 or 4 and an fp32 output, and nothing else");
   if (m.block_scale) {
     validate(m.block_scale->format);
     const int bs = m.block_scale->block;
@@ -394,6 +426,7 @@ std::string describe(const AccumulatorSpec& m) {
     s += fmt::format(" scale={}:{}", m.block_scale->format.name, m.block_scale->block);
   if (m.product_overflow) s += " overflow=1";
   if (m.signed_zero) s += " signedzero=1";
+  if (m.arithmetic != StepArithmetic::fused) s += fmt::format(" arith={}", to_string(m.arithmetic));
   return s;
 }
 
@@ -488,6 +521,8 @@ AccumulatorSpec accumulator_by_name(std::string_view name) {
       m.lanes = to_int(key, v);
     } else if (key == "realign") {
       m.realign_frac = to_int(key, v);
+    } else if (key == "arith") {
+      m.arithmetic = parse_step_arithmetic(v);
     } else if (key == "signedzero") {
       m.signed_zero = to_int(key, v) != 0;
     } else if (key == "overflow") {
@@ -688,6 +723,25 @@ double realign_with_c(const AccumulatorSpec& m, i128 dot, int gd, int e_dot, dou
   return round_accumulator_output(m, unrounded_from_int(floor_to_grid(total, g1, g3), g3));
 }
 
+// StepArithmetic::pairwise in fp32 arithmetic (round to nearest even, no flush by the
+// hardware of this machine: the flushes are explicit).
+double pairwise_step(const AccumulatorSpec& m, const double* a, const int* ea, const double* b,
+                     const int* eb, int n, double c) {
+  const float tiny = std::numeric_limits<float>::min();
+  const auto flush_signed = [&](float x) { return std::fabs(x) < tiny ? x * 0.0f : x; };
+  // An operand below its format's normal range (ea: that range's exponent), -0 included,
+  // enters as +0.
+  const auto input = [&](double v, int e) {
+    return std::isfinite(v) && std::fabs(v) < std::ldexp(1.0, e) ? 0.0f : float(v);
+  };
+  float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int i = 0; i < n; ++i) p[i] = flush_signed(input(a[i], ea[i]) * input(b[i], eb[i]));
+  float s = flush_signed(p[0] + p[1]);
+  if (m.group == 4) s = flush_signed(s + flush_signed(p[2] + p[3]));
+  const float cf = std::fabs(float(c)) < tiny ? 0.0f : float(c);  // -0 and subnormals: +0
+  return flush_signed(cf + s);
+}
+
 }  // namespace
 
 double round_accumulator_output(const AccumulatorSpec& m, const Unrounded& u) {
@@ -710,6 +764,7 @@ double round_accumulator_output(const AccumulatorSpec& m, const Unrounded& u) {
 
 double fused_step_exponents(const AccumulatorSpec& m, const double* a, const int* ea,
                             const double* b, const int* eb, int n, double c, StepScales sc) {
+  if (m.arithmetic == StepArithmetic::pairwise) return pairwise_step(m, a, ea, b, eb, n, c);
   // 1. Special values.
   bool nan = std::isnan(c), pos_inf = c == INFINITY, neg_inf = c == -INFINITY;
   for (int i = 0; i < n; ++i) {
@@ -827,7 +882,8 @@ bool zero_exponent_matters(const AccumulatorSpec& m, const FormatSpec& a, const 
 }
 
 bool needs_reference_step(const AccumulatorSpec& m) {
-  return m.group_sum != 1 || m.lanes != 1 || m.block_scale || m.c_entry == CEntry::realign ||
+  return m.arithmetic != StepArithmetic::fused || m.group_sum != 1 || m.lanes != 1 ||
+         m.block_scale || m.c_entry == CEntry::realign ||
          m.term_cut == Rounding::rd || m.product_overflow ||
          (m.renormalise_products && m.zero_exponent);
 }

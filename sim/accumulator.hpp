@@ -31,6 +31,17 @@ enum class CEntry : std::uint8_t {
 CEntry parse_c_entry(std::string_view s);  // join|exact|add|realign
 std::string_view to_string(CEntry c);
 
+// How a step computes: the fused group sum above, or IEEE fp32 arithmetic.
+enum class StepArithmetic : std::uint8_t {
+  fused,     // align, cut, add exactly, round once (everything below)
+  pairwise,  // AMD CDNA2 16-bit MFMA (MMA-Sim's FTZ_MUL_ADD): subnormal operands and c enter
+             // as +0; each product rounded to fp32; the step's `group` (2 or 4) products
+             // summed in a pairwise tree of fp32 adds, then added to c; every product and
+             // sum rounded to nearest even, a subnormal result flushed to a zero of its sign
+};
+StepArithmetic parse_step_arithmetic(std::string_view s);  // fused|pairwise
+std::string_view to_string(StepArithmetic a);
+
 // Block scales applied inside the step (block-scaled MMAs: kind::mxf8f6f4, mxf4, mxf4nvf4):
 // A and B each carry one scale of `format` per `block` elements along K. A term's alignment
 // exponent includes both scales' exponents and its value both scales' significands.
@@ -67,6 +78,8 @@ struct AccumulatorSpec {
   std::vector<std::string> aliases;  // short names accumulator_by_name also takes
   std::string instruction;           // the PTX / ISA instruction and qualifiers it models
   // 1. The step
+  StepArithmetic arithmetic = StepArithmetic::fused;  // pairwise: parts 2-4 unused but the
+                                     // output (fp32)
   int group = 32;                    // products fused per step (>= 1; 0: one step per
                                      // chunk, exact models only)
   int group_sum = 1;                 // products summed exactly into one term
@@ -111,6 +124,7 @@ const std::vector<AccumulatorSpec>& accumulator_presets();
 
 // A preset by name or alias, or a custom model: "custom:group=32,frac=13,out=14,cut=rz" with
 // optional keys outround=rz|rne|..., c=join|exact|add|realign, renorm=0|1, block=N,
+// arith=fused|pairwise,
 // interleave=0|1, unpack=<format>|none, outfmt=<format> (overrides out=), zero=<exponent>|
 // none, groupsum=N, lanes=N, realign=<frac>, dropfar=0|1, scale=<format>:<block>|none,
 // overflow=0|1, signedzero=0|1.
@@ -127,7 +141,7 @@ void validate(const AccumulatorSpec& m);
 
 // One line: "group=32 frac=13 cut=rz c=join renorm=0 out=e8m13 outround=rz" (then the
 // fields that differ from their defaults: block, interleave, unpack, zero, groupsum, lanes,
-// realign, dropfar, scale, overflow, signedzero).
+// realign, dropfar, scale, overflow, signedzero, arith).
 std::string describe(const AccumulatorSpec& m);
 
 // Block scales of the products of one step (BlockScale): sa[i] and sb[i] are the decoded

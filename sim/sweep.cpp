@@ -42,6 +42,11 @@ void validate(const SweepSpec& s) {
           "sweep format {}: elements must be signed formats of at most 16 bits", f.name));
   }
   for (const auto& m : s.models) validate(m);
+  for (const SweepSpec::Combination& c : s.only)
+    if (c.format < 0 || c.format >= int(s.formats.size()) || c.scaling < 0 ||
+        c.scaling >= int(s.scalings.size()) || c.promote < 0 ||
+        c.promote >= int(s.promote_every.size()) || c.model < 0 || c.model >= int(s.models.size()))
+      throw std::invalid_argument("sweep combination indexes past an axis");
   if (s.trials < 1) throw std::invalid_argument(fmt::format("sweep trials = {} must be >= 1", s.trials));
   if (s.tensor_rows < 1)
     throw std::invalid_argument(fmt::format("sweep tensor_rows = {} must be >= 1", s.tensor_rows));
@@ -88,6 +93,11 @@ SweepResult run_sweep(const SweepSpec& s, const SweepProgress& progress) {
             for (c.scaling = 0; c.scaling < int(s.scalings.size()); ++c.scaling)
               for (c.promote = 0; c.promote < int(s.promote_every.size()); ++c.promote)
                 for (c.model = 0; c.model < int(s.models.size()); ++c.model) {
+                  if (!s.only.empty() &&
+                      std::find(s.only.begin(), s.only.end(),
+                                SweepSpec::Combination{c.format, c.scaling, c.promote, c.model}) ==
+                          s.only.end())
+                    continue;
                   const int K = s.k[c.k];
                   try {
                     const ScalingSpec& sc = s.scalings[c.scaling];

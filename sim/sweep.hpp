@@ -45,6 +45,13 @@ struct SweepSpec {
   std::vector<ScalingSpec> scalings{scaling_by_name("none")};
   std::vector<int> promote_every{0};          // 0 = never
   std::vector<AccumulatorSpec> models{accumulator_by_name("hopper-wgmma")};
+  // Optional: only these (format, scaling, promote_every, model) combinations of the axes'
+  // indices run, instead of their cross product (recipes compared on the same data).
+  struct Combination {
+    int format = 0, scaling = 0, promote = 0, model = 0;
+    friend bool operator==(const Combination&, const Combination&) = default;
+  };
+  std::vector<Combination> only;
   int trials = 64;              // rows per configuration
   int tensor_rows = 128;        // rows sharing one "tensor" scale (scaling.hpp)
   std::uint64_t seed = 1;

@@ -37,8 +37,8 @@ def nv(model, cls, arch, shape, a, b, out="f32"):
 
 
 def amd_case(model, suffix, a, b):
-    return dict(model=model, make=lambda: amd.MFMA("CDNA1" if model.startswith("cdna1") else
-                                                   "CDNA3", suffix), a=a, b=b, out="f32",
+    return dict(model=model, make=lambda: amd.MFMA(model.split(".")[0].upper(), suffix), a=a,
+                b=b, out="f32",
                 id=f"{model}[{suffix}]")
 
 
@@ -77,6 +77,10 @@ CASES = [
     nv("sm_120a.mma.m16n8k16.f16.f8", MMA, "RTX Blackwell", "m16n8k16.f16.e4m3.e4m3.f16", "e4m3", "e4m3", "f16"),
     amd_case("cdna1.mfma.f32.f16", "f32_32x32x8f16", "fp16", "fp16"),
     amd_case("cdna1.mfma.f32.bf16", "f32_32x32x4bf16", "bf16", "bf16"),
+    amd_case("cdna2.mfma.f32.f16", "f32_32x32x8f16", "fp16", "fp16"),
+    amd_case("cdna2.mfma.f32.bf16", "f32_32x32x4bf16", "bf16", "bf16"),
+    amd_case("cdna2.mfma.f32.bf16_1k", "f32_32x32x8bf16_1k", "bf16", "bf16"),
+    amd_case("cdna2.mfma.f32.bf16_1k", "f32_4x4x4bf16_1k", "bf16", "bf16"),
     amd_case("cdna3.mfma.f32.f16", "f32_32x32x8_f16", "fp16", "fp16"),
     amd_case("cdna3.mfma.f32.f16", "f32_16x16x16_bf16", "bf16", "bf16"),
     amd_case("cdna3.mfma.f32.f16.k4", "f32_32x32x4_2b_f16", "fp16", "fp16"),
