@@ -4,6 +4,9 @@
 //   fp8sim-bench-gemm [--m 256 --n 256 --k 4096 --promote-every 128 --model hopper-wgmma]
 //                     [--python PY] [--mmasim-rows 64] [--device cpu|cuda]
 //                     [--scaling none|block --block 128] [--cpu-m 256 --cpu-n 256]
+//                     [--format e4m3]
+// A block-scaled model (mxf8f6f4, mxf4, nvfp4: scales inside the MMA) runs with random
+// scales of its scale format on operands of --format (e2m1 for the FP4 ones), CPU only.
 // Prints one line per configuration. MMA-Sim runs on the first --mmasim-rows rows of A
 // (its rate is per emulated MAC, so the subset does not bias the ratio).
 // --device cuda: the CUDA engine's kernels at M x N x K, the CPU engine on all cores at
@@ -42,6 +45,26 @@ std::vector<std::uint8_t> random_e4m3(std::size_t n, std::uint64_t stream) {
     if ((c & 0x7f) == 0x7f) c &= 0xfe;
     v[i] = c;
   }
+  return v;
+}
+
+// Random codes of a format of at most 8 bits (no NaN), for the block-scaled models.
+std::vector<std::uint8_t> random_codes(const FormatSpec& f, std::size_t n, std::uint64_t stream) {
+  std::vector<std::uint8_t> v(n);
+  const unsigned mask = (1u << total_bits(f)) - 1;
+  for (std::size_t i = 0, draw = 0; i < n; ++draw) {
+    const auto c = static_cast<std::uint8_t>(random_u64(42, stream, draw) & mask);
+    if (!std::isnan(decode(f, c))) v[i++] = c;
+  }
+  return v;
+}
+
+// Block scales: random values of the scale format between 2^-4 and 2^4.
+std::vector<float> random_scales(const FormatSpec& f, std::size_t n, std::uint64_t stream) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = static_cast<float>(quantize(std::ldexp(1.0 + double(random_u64(43, stream, i) % 1024) / 1024,
+                                                  int(random_u64(44, stream, i) % 9) - 4), f));
   return v;
 }
 
@@ -175,7 +198,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--mmasim-rows", mmasim_rows, "Rows of A given to MMA-Sim (0: skip it)")
       ->capture_default_str();
-  std::string device = "cpu", scaling = "none";
+  std::string device = "cpu", scaling = "none", format = "e4m3";
+  app.add_option("--format", format, "Operand format (block-scaled models only)")->capture_default_str();
   int block = 128, cpu_m = 256, cpu_n = 256;
   cli::add_device_option(&app, device);
   app.add_option("--scaling", scaling, "none|block (1 x block / block x block scales)")
@@ -196,20 +220,35 @@ int main(int argc, char** argv) {
     s.device = parse_device(device);
     s.scaling = parse_scaling(scaling);
     s.block = block;
-    const auto a = random_e4m3(std::size_t(M) * K, 1), b = random_e4m3(std::size_t(N) * K, 2);
+    auto a = random_e4m3(std::size_t(M) * K, 1), b = random_e4m3(std::size_t(N) * K, 2);
     const double macs = double(M) * N * K;
     std::vector<float> D(std::size_t(M) * N);
     if (s.device == Device::cuda)
       return bench_cuda(s, M, N, K, a, b, cpu_m, cpu_n, reps, mmasim_rows, python);
     const int hw = resolve_threads(0);
-    fmt::print("GEMM {}x{}x{} e4m3, model {} ({}), promote every {}\n", M, N, K, model,
-               describe(s.model), promote);
+    std::vector<float> sa, sb;
+    if (const auto& in = s.model.block_scale) {  // scales inside the MMA
+      s.a_format = s.b_format = format_by_name(format);
+      if (total_bits(s.a_format) > 8)
+        throw std::invalid_argument(fmt::format("--format {}: at most 8 bits", format));
+      s.scaling = Scaling::mx;
+      s.mx_block = in->block;
+      s.mx_scale = in->format;
+      s.promote_every = 0;
+      a = random_codes(s.a_format, a.size(), 1);
+      b = random_codes(s.a_format, b.size(), 2);
+      sa = random_scales(in->format, std::size_t(M) * (K / in->block), 3);
+      sb = random_scales(in->format, std::size_t(N) * (K / in->block), 4);
+      mmasim_rows = 0;
+    }
+    fmt::print("GEMM {}x{}x{} {}, model {} ({}), promote every {}\n", M, N, K, s.a_format.name,
+               model, describe(s.model), s.promote_every);
     for (int threads : {1, hw}) {
       s.threads = threads;
       double best = 1e300;
       for (int r = 0; r < reps; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
-        gemm(s, M, N, K, a, b, {}, {}, {}, D);  // includes decoding the operands
+        gemm(s, M, N, K, a, b, {}, sa, sb, D);  // includes decoding the operands
         best = std::min(best, seconds_since(t0));
       }
       fmt::print("fp8sim  threads={:<2} {:8.3f} s  {:.3g} emulated MAC/s  ({:.3g} per thread)\n",
