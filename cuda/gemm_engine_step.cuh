@@ -291,7 +291,7 @@ __device__ inline float dot_output(const Params& p, int a_row, int b_row, float 
   const float* b = g.B + static_cast<std::size_t>(b_row) * K;
   const int chunk = g.promote_every == 0 ? K : g.promote_every;
   const int step = m.group == 0 ? chunk : (m.block ? m.block : m.group);
-  float main = 0.0f;
+  float main = g.promote_every == 0 ? -0.0f : 0.0f;  // never promoted: the MMA's result, -0 kept
   for (int k0 = 0; k0 < K; k0 += chunk) {
     const int kend = min(K, k0 + chunk);
     double acc = k0 == 0 ? c_in(m, c) : 0.0;

@@ -55,7 +55,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 2)
       const float c = g.C != nullptr && row < M && col < N ? g.C[std::size_t(row) * N + col] : 0.0f;
       acc[i][j] = c;  // fp32 C register (8-bit-exponent outputs only reach this kernel)
       if (!isfinite(c)) redo |= 1u << (i * TN + j);
-      mainv[i * TN + j][threadIdx.x] = 0.0f;
+      mainv[i * TN + j][threadIdx.x] = g.promote_every == 0 ? -0.0f : 0.0f;  // as sim's dot
     }
 
   for (int k0 = 0; k0 < K; k0 += BK) {

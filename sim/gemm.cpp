@@ -286,7 +286,9 @@ class Engine {
             std::span<const int> prefix = {}, float* at = nullptr) const {
     const int chunk = s_.promote_every == 0 ? K : s_.promote_every;
     const int g = m_.group == 0 ? chunk : step_products(m_);
-    float main = 0.0f;
+    // Never promoted, the output is the MMA's own result: a main accumulator of -0 adds it
+    // unchanged, -0 included (+0 + -0 would be +0).
+    float main = s_.promote_every == 0 ? -0.0f : 0.0f;
     std::size_t p = 0;
     auto promote = [&](float main, double acc, int k0) {
       const float part = static_cast<float>(acc);  // exact: outputs are at most fp32
