@@ -20,11 +20,12 @@ const std::vector<NamedRecipe>& named_recipes() {
        "products as cuBLASLt does without fast accumulation, bf16 output",
        "Transformer Engine per-tensor (delayed / current) scaling; cuBLASLt FP8 GEMM without "
        "CUBLASLT_MATMUL_DESC_FAST_ACCUM, promotion interval modelled as 128 (issue 13)"},
-      {"mxfp8", "e4m3", "e4m3", "mx", "blackwell-fp8", 32, "deepgemm", "bf16",
-       "E4M3 A and B in 1x32 blocks with E8M0 scales (MX), Blackwell FP8 accumulator, each "
-       "32-block's scaled partial added in fp32, bf16 output",
+      {"mxfp8", "e4m3", "e4m3", "mx", "mxf8f6f4", 0, "deepgemm", "bf16",
+       "E4M3 A and B in 1x32 blocks with E8M0 scales (MX), Blackwell's block-scaled MMA "
+       "applying the scales inside its step, bf16 output",
        "OCP Microscaling Formats (MX) v1.0 s5, s6.3 (MXFP8 E4M3, E8M0 scale = "
-       "2^(floor(log2 amax) - emax)); accumulator: the blackwell-fp8 preset"},
+       "2^(floor(log2 amax) - emax)); MMA: tcgen05.mma kind::mxf8f6f4 block_scale, the "
+       "mxf8f6f4 preset (MMA-Sim 2.1.1)"},
       {"fast-accum", "e4m3", "e4m3", "tensor", "hopper-wgmma", 0, "cublaslt", "bf16",
        "te-tensorwise with cuBLASLt fast accumulation: the WGMMA accumulator is never promoted",
        "cuBLASLt CUBLASLT_MATMUL_DESC_FAST_ACCUM (the accumulator stays in the tensor core "

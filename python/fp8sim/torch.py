@@ -288,9 +288,9 @@ RECIPES: dict[str, Recipe] = {
     # TransformerEngine per-tensor (current) scaling: E4M3 forward, E5M2 gradients; Fprop
     # with fast accumulation, Dgrad / Wgrad with the split (promoted) accumulator.
     "te-tensorwise": Recipe("te-tensorwise", GemmRecipe(promote_every=0), _grad, _grad),
-    # MXFP8: E4M3 elements, 1 x 32 E8M0 scales, each 32-block scaled as it is promoted.
+    # MXFP8: E4M3 elements, 1 x 32 E8M0 scales applied inside the block-scaled MMA (mxf8f6f4).
     "mxfp8": _same("mxfp8", GemmRecipe(a_granularity="mx", b_granularity="mx",
-                                       model="blackwell-fp8", promote_every=32)),
+                                       model="mxf8f6f4", promote_every=0)),
     # Per-tensor E4M3 with cuBLASLt fast accumulation (never promoted).
     "fast-accum": _same("fast-accum", GemmRecipe(promote_every=0)),
 }
