@@ -140,6 +140,7 @@ int grid_test() {
       s.scaling = Scaling::mx;
       s.mx_block = p.block_scale->block;
       s.mx_scale = p.block_scale->format;
+      s.out_type = format_by_name("fp32");
       const int M = 100, N = 136, K = 256;
       const Operand A = random_operand(format_by_name(pair.first), M, K, stream++, 0);
       const Operand B = random_operand(format_by_name(pair.second), N, K, stream++, 0);

@@ -217,7 +217,8 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
     device and torch's current stream, as device pointers (no copy; they must be
     C-contiguous), and D comes back as a float32 CUDA tensor on that device; ``device`` is
     then None or ``"cuda"``. Scales may be CUDA tensors too (they are small: they are
-    copied to the host).
+    copied to the host). A block-scaled model's operands go through the host (one copy each
+    way).
 
     >>> import ml_dtypes; r = np.random.default_rng(0)
     >>> A = r.normal(size=(2, 256)).astype(ml_dtypes.float8_e4m3fn)
@@ -227,8 +228,18 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
            [  3.2016602,  30.339844 , -11.560547 ]], dtype=float32)
     """
     if _on_cuda(a) or _on_cuda(b):
-        if mx_block or mx_scale:
-            raise ValueError("mx_block / mx_scale: block-scaled GEMMs run on the CPU engine")
+        if mx_block or mx_scale or " scale=" in _core.describe_model(model):
+            # A block-scaled MMA: the host entry applies its scales (folded into the operands
+            # where they are powers of two, for the CUDA engine's fast paths; else the CPU
+            # engine's reference step), so the operands make one round trip through the host.
+            dev = a.device if _on_cuda(a) else b.device
+            a, b, c, a_scales, b_scales = (t.detach().cpu() if _on_cuda(t) else t
+                                           for t in (a, b, c, a_scales, b_scales))
+            d = gemm(a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales,
+                     scaling, block, scale_order, out_type, "cuda", threads, bias, split_k,
+                     split_k_align, mx_block, mx_scale)
+            import torch
+            return torch.from_numpy(d).to(dev)
         return _gemm_cuda(a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales,
                           scaling, block, scale_order, out_type, device, bias, split_k,
                           split_k_align)
