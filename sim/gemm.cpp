@@ -545,17 +545,24 @@ void check_block_scales(const GemmSpec& s, const FormatSpec& f, std::span<const 
 // Power-of-two block scales on single products (UE8M0 without group sums: kind::mxf8f6f4)
 // fold into the operands: a term's value is its product's times both scales and its
 // alignment exponent its product's plus theirs, which is what the step does with them, so
-// the model without block scales takes the fast paths (CPU and CUDA). Each element becomes
-// v * s (exponent + log2 s; a NaN scale makes it NaN, as it makes the step's result), its
-// format the element format with an 8-bit exponent field: the engine picks its paths from
-// the formats' range, and that one steers it to the paths that compute in double. nullopt
-// when the model's scales do not fold or a scaled element is not an exact float (then the
-// reference step applies the scales).
-std::optional<std::pair<Operand, Operand>> fold_block_scales(
-    const GemmSpec& s, const Operand& A, const Operand& B, std::span<const float> sa,
-    std::span<const float> sb, std::size_t a_cols, std::size_t b_cols) {
+// the model without block scales takes the fast paths. Each element becomes v * s (exponent
+// + log2 s; a NaN scale makes it NaN, as it makes the step's result), its format the element
+// format with an 8-bit exponent field: the engine picks its paths from the formats' range,
+// and that one steers it to the paths that compute in double. `by_value` says whether every
+// folded exponent is also its value's own (no element was subnormal in its format): the
+// CUDA engine derives exponents from values, so only then may it run the folded GEMM.
+// nullopt when the model's scales do not fold or a scaled element is not an exact float.
+struct FoldedOperands {
+  Operand a, b;
+  bool by_value = true;
+};
+std::optional<FoldedOperands> fold_block_scales(const GemmSpec& s, const Operand& A,
+                                                const Operand& B, std::span<const float> sa,
+                                                std::span<const float> sb, std::size_t a_cols,
+                                                std::size_t b_cols) {
   const auto& in = s.model.block_scale;
   if (!in || s.model.group_sum != 1 || in->format.mantissa_bits != 0) return std::nullopt;
+  bool by_value = true;
   const auto fold = [&](const Operand& x, std::span<const float> sc, std::size_t cols)
       -> std::optional<Operand> {
     Operand y = x;
@@ -575,6 +582,7 @@ std::optional<std::pair<Operand, Operand>> fold_block_scales(
         if (!std::isfinite(w) || std::ldexp(w, -e) != v) return std::nullopt;
         y.value[i] = w;
         y.exponent[i] = static_cast<std::int16_t>(x.exponent[i] + e);
+        by_value = by_value && std::ilogb(v) == x.exponent[i];
       }
     return y;
   };
@@ -582,7 +590,7 @@ std::optional<std::pair<Operand, Operand>> fold_block_scales(
   if (!fa) return std::nullopt;
   auto fb = fold(B, sb, b_cols);
   if (!fb) return std::nullopt;
-  return std::pair{std::move(*fa), std::move(*fb)};
+  return FoldedOperands{std::move(*fa), std::move(*fb), by_value};
 }
 
 // Which rows of A and B each output dots together.
@@ -648,9 +656,10 @@ void run_engine(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
       GemmSpec plain = spec;
       plain.model.block_scale.reset();
       plain.scaling = Scaling::none;
-      return run_engine(plain, folded->first, folded->second, C, {}, {}, D, pairing, prefix,
-                        D_prefix);
+      if (!folded->by_value) plain.device = Device::cpu;  // see GemmSpec::device
+      return run_engine(plain, folded->a, folded->b, C, {}, {}, D, pairing, prefix, D_prefix);
     }
+    spec.device = Device::cpu;  // the reference step applies the scales (GemmSpec::device)
   }
   if (spec.device == Device::cuda && !prefix.empty())
     throw std::invalid_argument(

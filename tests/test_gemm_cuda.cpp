@@ -38,14 +38,17 @@ bool same(float x, float y) {
          (std::isnan(x) && std::isnan(y));
 }
 
-// Random codes: every code of the format equally likely, NaN/Inf kept at `special` per mille.
-Operand random_operand(const FormatSpec& f, int rows, int cols, std::uint64_t stream, int special) {
+// Random codes: every code of the format equally likely, NaN/Inf kept at `special` per mille
+// (subnormals replaced by zeros where `subnormals` is false).
+Operand random_operand(const FormatSpec& f, int rows, int cols, std::uint64_t stream, int special,
+                       bool subnormals = true) {
   std::vector<std::uint32_t> codes(std::size_t(rows) * cols);
   for (std::size_t i = 0; i < codes.size(); ++i) {
     const std::uint64_t r = random_u64(seed(), stream, i);
     std::uint32_t c = static_cast<std::uint32_t>(r % code_count(f));
     const auto cls = classify(f, c);
     if ((cls == ValueClass::nan || cls == ValueClass::inf) && int((r >> 40) % 1000) >= special) c = 0;
+    if (cls == ValueClass::subnormal && !subnormals) c = 0;
     codes[i] = c;
   }
   return decode_operand(f, rows, cols, std::span<const std::uint32_t>(codes));
@@ -131,10 +134,12 @@ int grid_test() {
     }
   }
   // Block-scaled models with power-of-two scales on single products (mxf8f6f4): the scales
-  // fold into the operands on the host, so both devices run the plain model's fast paths.
+  // fold into the operands on the host, so both devices run the plain model's fast paths
+  // (without subnormal elements; with them the CPU engine runs it: GemmSpec::device).
   for (const auto& p : accumulator_presets()) {
     if (!p.block_scale || p.group_sum != 1) continue;
-    for (const auto& pair : {std::pair{"e4m3", "e5m2"}, std::pair{"e3m2", "e2m1"}}) {
+    for (const auto& pair : {std::pair{"e4m3", "e5m2"}, std::pair{"e3m2", "e2m1"}})
+    for (const bool subnormals : {false, true}) {
       GemmSpec s;
       s.model = p;
       s.scaling = Scaling::mx;
@@ -142,8 +147,8 @@ int grid_test() {
       s.mx_scale = p.block_scale->format;
       s.out_type = format_by_name("fp32");
       const int M = 100, N = 136, K = 256;
-      const Operand A = random_operand(format_by_name(pair.first), M, K, stream++, 0);
-      const Operand B = random_operand(format_by_name(pair.second), N, K, stream++, 0);
+      const Operand A = random_operand(format_by_name(pair.first), M, K, stream++, 0, subnormals);
+      const Operand B = random_operand(format_by_name(pair.second), N, K, stream++, 0, subnormals);
       const ScaleShapes sh = scale_shapes(s, M, N, K);
       auto pow2 = [&](std::size_t n) {
         std::vector<float> v(n);
@@ -155,8 +160,8 @@ int grid_test() {
       const auto sa = pow2(sh.a_rows * sh.a_cols), sb = pow2(sh.b_rows * sh.b_cols);
       const auto C = random_floats(std::size_t(M) * N, stream++, -20, 12);
       compare(s, A, B, C, sa, sb, t,
-              fmt::format("model={} a={} b={} M={} N={} K={} scaling=mx (folded)", p.name,
-                          pair.first, pair.second, M, N, K));
+              fmt::format("model={} a={} b={} M={} N={} K={} scaling=mx subnormals={}", p.name,
+                          pair.first, pair.second, M, N, K, subnormals));
     }
   }
   // Batched dot products (the sweep engine's entry), each model with every scaling.
