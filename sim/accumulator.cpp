@@ -738,8 +738,7 @@ double pairwise_step(const AccumulatorSpec& m, const double* a, const int* ea, c
   for (int i = 0; i < n; ++i) p[i] = flush_signed(input(a[i], ea[i]) * input(b[i], eb[i]));
   float s = flush_signed(p[0] + p[1]);
   if (m.group == 4) s = flush_signed(s + flush_signed(p[2] + p[3]));
-  const float cf = std::fabs(float(c)) < tiny ? 0.0f : float(c);  // -0 and subnormals: +0
-  return flush_signed(cf + s);
+  return flush_signed(float(c) + s);  // c: entering_c, or a previous step's result
 }
 
 }  // namespace
@@ -914,11 +913,16 @@ double fused_block(const AccumulatorSpec& m, const double* a, const int* ea, con
   return add_c_after(m, s, c);
 }
 
+double entering_c(const AccumulatorSpec& m, double c) {
+  if (m.arithmetic != StepArithmetic::pairwise) return c;
+  return std::fabs(c) < std::numeric_limits<float>::min() ? 0.0 : c;
+}
+
 double chained_dot(const AccumulatorSpec& m, const FormatSpec& fa, const double* a,
                    const FormatSpec& fb, const double* b, int k, double c, const double* sa,
                    const double* sb) {
   const int g = m.group == 0 ? k : step_products(m);
-  double acc = c;
+  double acc = entering_c(m, c);
   for (int i = 0; i < k; i += g) {
     const int n = std::min(g, k - i);
     std::vector<int> ea(n), eb(n);

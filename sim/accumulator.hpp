@@ -34,10 +34,11 @@ std::string_view to_string(CEntry c);
 // How a step computes: the fused group sum above, or IEEE fp32 arithmetic.
 enum class StepArithmetic : std::uint8_t {
   fused,     // align, cut, add exactly, round once (everything below)
-  pairwise,  // AMD CDNA2 16-bit MFMA (MMA-Sim's FTZ_MUL_ADD): subnormal operands and c enter
-             // as +0; each product rounded to fp32; the step's `group` (2 or 4) products
-             // summed in a pairwise tree of fp32 adds, then added to c; every product and
-             // sum rounded to nearest even, a subnormal result flushed to a zero of its sign
+  pairwise,  // AMD CDNA2 16-bit MFMA (MMA-Sim's FTZ_MUL_ADD): subnormal operands enter as
+             // +0, and so does a subnormal or -0 C entering the chain (entering_c); each
+             // product rounded to fp32; the step's `group` (2 or 4) products summed in a
+             // pairwise tree of fp32 adds, then added to c; every product and sum rounded to
+             // nearest even, a subnormal result flushed to a zero of its sign
 };
 StepArithmetic parse_step_arithmetic(std::string_view s);  // fused|pairwise
 std::string_view to_string(StepArithmetic a);
@@ -188,6 +189,10 @@ int operand_exponent(const AccumulatorSpec& m, const FormatSpec& f, double v);
 // The smallest alignment exponent c takes in a step: the output format's smallest normal
 // exponent (a subnormal c aligns there, as a subnormal operand does).
 int c_min_exponent(const AccumulatorSpec& m);
+
+// C as it enters a chain of steps: c itself, or for StepArithmetic::pairwise +0 when it is
+// below fp32's normal range (-0 included).
+double entering_c(const AccumulatorSpec& m, double c);
 
 // Products one instruction consumes: m.block, or m.group when the model has no block.
 int step_products(const AccumulatorSpec& m);

@@ -328,7 +328,7 @@ class Engine {
 
  private:
   double c_in(float c) const {
-    if (c_register_.mantissa_bits == 23) return c;
+    if (c_register_.mantissa_bits == 23) return entering_c(m_, c);
     return quantize(c, c_register_, {Rounding::rne, Overflow::nonsat, 32});
   }
 
