@@ -317,7 +317,9 @@ AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const Input
       rr.stages[s].ran = true;
       try {
         rr.stages[s].error_energy = error_of(run(), keep_fp32).total;
-      } catch (const std::exception& e) {
+      } catch (const std::invalid_argument& e) {  // the engine rejects the stage's GEMM
+        rr.stages[s].unmeasured = e.what();
+      } catch (const std::domain_error& e) {  // e.g. group sums an fp32 operand does not fit
         rr.stages[s].unmeasured = e.what();
       }
     };

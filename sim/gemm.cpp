@@ -17,8 +17,10 @@
 #include <climits>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <string>
 
 #include "gemm_device.hpp"
 #include "gemm_path.hpp"
@@ -378,8 +380,22 @@ class Engine {
     bv.assign(b, b + n);
     eav.assign(ea, ea + n);
     ebv.assign(eb, eb + n);
-    return fused_block(m_, av.data(), eav.data(), bv.data(), ebv.data(), n, c, scales);
+    // An exception must not leave dot(): GCC's target_clones copies of it cannot be unwound
+    // through (std::terminate). The first message is kept and rethrown by run_engine.
+    try {
+      return fused_block(m_, av.data(), eav.data(), bv.data(), ebv.data(), n, c, scales);
+    } catch (const std::exception& e) {
+      const std::lock_guard<std::mutex> lock(error_mutex_);
+      if (error_.empty()) error_ = e.what();
+      return std::numeric_limits<double>::quiet_NaN();
+    }
   }
+
+ public:
+  // The first error a reference step raised (empty: none); run_engine throws it.
+  const std::string& error() const { return error_; }
+
+ private:
 
   // Steps 3-4 of fused_step_exponents with products held in V and terms summed in I.
   template <class V, class I>
@@ -500,6 +516,8 @@ class Engine {
   int c_min_exponent_ = 0;
   bool fp32_output_ = false;
   bool zero_matters_ = false;  // m_.zero_exponent can change a step on these formats
+  mutable std::mutex error_mutex_;
+  mutable std::string error_;
 };
 
 std::vector<char> special_rows(const Operand& op) {
@@ -692,6 +710,7 @@ void run_engine(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
         D_prefix[p * outputs + i] = to_out_type(spec.out_type, at[p]);
     }
   });
+  if (!engine.error().empty()) throw std::domain_error(engine.error());
 }
 
 }  // namespace

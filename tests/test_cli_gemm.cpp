@@ -173,6 +173,16 @@ TEST_CASE("fp8sim gemm rejects bad input with one line", "[unit]") {
   expect_error("gemm --a A.npy --b B.npy --split-k-align 0", "--split-k-align: bad value '0'");
   expect_error("gemm --a A.npy --b B.npy --bogus", "--bogus");
   expect_error("gemm --b B.npy", "--a");
+  // Group sums of 16 e5m2 products spanning 2^-32 .. 2^31 do not fit a double: one line, no
+  // abort (the error is raised inside the engine's parallel loop).
+  std::vector<std::uint8_t> wide(4 * 64, 0x3c);
+  wide[0] = 0x7b;  // 57344
+  wide[1] = 0x01;  // 2^-16
+  save_u8("W.npy", 4, 64, wide);
+  save_u8("WS.npy", 4, 4, std::vector<std::uint8_t>(16, 0x38));
+  expect_error("gemm --a W.npy --b W.npy --a-format e5m2 --b-format e5m2 --model nvfp4 "
+               "--scaling mx --a-scales WS.npy --b-scales WS.npy",
+               "not exact in a double");
 }
 
 TEST_CASE("--device cuda: the CPU engine's bits on a GPU, else one line naming why", "[unit]") {

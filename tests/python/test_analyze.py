@@ -86,3 +86,16 @@ def test_nvfp4_recipe_is_quantize_then_block_scaled_gemm(rng):
     row = df.iloc[0]
     assert row.scaling == "nvfp4" and row.scale_encoding == "ue4m3" and row.model == "nvfp4"
     assert np.isfinite(row.scale_enc_share) and np.isfinite(row.accum_share)
+
+
+def test_stage_the_mma_cannot_run_is_unmeasured(rng):
+    """nvfp4's quant_a stage feeds fp32 values of A to MMA group sums of 16 exact products;
+    values 2^200 apart do not fit one double, so that stage is left unmeasured (NaN), the
+    others measured."""
+    a = rng.normal(size=(8, 64)).astype(np.float32)
+    a[:, 0] *= np.float32(2.0 ** 100)
+    a[:, 1] *= np.float32(2.0 ** -100)
+    b = rng.normal(size=(8, 64)).astype(np.float32)
+    row = fp8sim.analyze(a, b, recipes=["nvfp4"], pairs=0).iloc[0]
+    assert np.isnan(row.quant_a_share) and np.isnan(row.quant_a_exact_sqnr_db)
+    assert np.isfinite(row.quant_b_share) and np.isfinite(row.sqnr_db)
