@@ -1,11 +1,12 @@
 # test_properties: hypothesis properties of encode / decode / neighbours / quantize, with
 # ml_dtypes as the independent oracle for rounding and NumPy re-deriving the scale rules.
 import math
+from fractions import Fraction
 
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import fp8sim
@@ -85,8 +86,12 @@ def ref_scale(amax, fmt, enc):
     if enc == "fp32":  # kept within fp32's normal range, as pow2 is
         f32 = np.finfo(np.float32)
         return float(min(max(np.float32(amax / d["max"]), f32.tiny), f32.max))
-    if enc == "pow2":
-        return 2.0 ** min(max(math.ceil(math.log2(amax / d["max"])), -126), 127)
+    if enc == "pow2":  # the smallest 2^e >= amax / max, exactly (the quotient may underflow)
+        q = Fraction(float(amax)) / Fraction(d["max"])
+        e = q.numerator.bit_length() - q.denominator.bit_length() - 1
+        while Fraction(2) ** e < q:
+            e += 1
+        return 2.0 ** min(max(e, -126), 127)
     return 2.0 ** min(max(math.floor(math.log2(amax)) - d["max_exponent"], -127), 127)
 
 
@@ -95,6 +100,7 @@ def ref_scale(amax, fmt, enc):
                     elements=st.floats(-1e4, 1e4)),
        gran=st.sampled_from(["tensor", "row", "tile:32", "mx"]),
        enc=st.sampled_from(["fp32", "pow2", "e8m0"]), fmt=st.sampled_from(["e4m3", "e5m2"]))
+@example(x=np.full((1, 32), 5e-324), gran="tensor", enc="pow2", fmt="e4m3")  # amax / max underflows
 def test_quantize_follows_the_scale_rules(x, gran, enc, fmt):
     if gran == "mx":
         enc = "e8m0"
