@@ -231,9 +231,7 @@ int main(int argc, char** argv) {
       s.a_format = s.b_format = format_by_name(format);
       if (total_bits(s.a_format) > 8)
         throw std::invalid_argument(fmt::format("--format {}: at most 8 bits", format));
-      s.scaling = Scaling::mx;
-      s.mx_block = in->block;
-      s.mx_scale = in->format;
+      use_model_block_scales(s);
       s.promote_every = 0;
       a = random_codes(s.a_format, a.size(), 1);
       b = random_codes(s.a_format, b.size(), 2);

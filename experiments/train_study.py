@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import io
 import json
 import math
 import os
@@ -351,7 +352,7 @@ def write_atomic(path: str, text: str):
     """The whole file or none: written beside it, then renamed into place."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
+    with open(tmp, "w", newline="") as f:
         f.write(text)
     os.replace(tmp, path)
 
@@ -367,12 +368,11 @@ def write_outputs(args, p: dict, results: list):
     results.sort(key=lambda r: (r["task"], CONFIGS.index(r["config"]), r["seed"]))
 
     def write(name, fields, rows):
-        tmp = os.path.join(args.out, f".{name}.tmp")
-        with open(tmp, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=fields)
-            w.writeheader()
-            w.writerows(rows)
-        os.replace(tmp, os.path.join(args.out, name))
+        text = io.StringIO(newline="")
+        w = csv.DictWriter(text, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+        write_atomic(os.path.join(args.out, name), text.getvalue())
 
     key = ("task", "config", "seed")
     write("train_curves.csv", [*key, "step", "loss", "eval_loss"],
@@ -406,8 +406,7 @@ def write_outputs(args, p: dict, results: list):
         runtime_s=sum(r["seconds"] for r in results),
         runs=[dict(task=r["task"], config=r["config"], seed=r["seed"], seconds=r["seconds"]) for r in results],
         files=["train_curves.csv", "train_gemm.csv", "train_final.csv"])
-    with open(os.path.join(args.out, "train_study.json"), "w") as f:
-        json.dump(manifest, f, indent=1)
+    write_atomic(os.path.join(args.out, "train_study.json"), json.dumps(manifest, indent=1))
     print(f"wrote {args.out}/train_final.csv ({len(results)} runs)")
 
 

@@ -82,6 +82,14 @@ bool is_output_type(const FormatSpec& f) {
 
 }  // namespace
 
+void use_model_block_scales(GemmSpec& s) {
+  const auto& in = s.model.block_scale;
+  if (!in) return;
+  s.scaling = Scaling::mx;
+  s.mx_block = in->block;
+  s.mx_scale = in->format;
+}
+
 ScaleShapes scale_shapes(const GemmSpec& s, int M, int N, int K) {
   const std::size_t m = M, n = N, k = K;
   switch (s.scaling) {

@@ -62,6 +62,10 @@ struct ScaleShapes {
 };
 ScaleShapes scale_shapes(const GemmSpec& s, int M, int N, int K);
 
+// For a model that applies block scales inside the MMA (AccumulatorSpec::block_scale): MX
+// scaling with the model's own block and scale format. Other models: s unchanged.
+void use_model_block_scales(GemmSpec& s);
+
 // Checks the spec against the problem size: K a multiple of the group, promote_every a
 // multiple of the group, scale blocks holding whole chunks (or, for a model with block
 // scales, Scaling::mx with the model's scale block and format). Throws
@@ -111,8 +115,9 @@ void gemm_prefixes(const GemmSpec& s, const Operand& A, const Operand& B,
 // B^T (B is N x K codes, row-major: each row one column of B, cuBLASLt's "TN"), with C
 // (M x N fp32, may be empty) entering the tensor-core accumulator at the start of the first
 // chunk. Each chunk's result is added into an FP32 main accumulator starting at +0 with the
-// scales of that chunk (never promoted, promote_every = 0: starting at -0, so an unscaled
-// result is the MMA's own, a -0 included) (order s.order; unscaled chunks add with one round-to-nearest add).
+// scales of that chunk (order s.order; unscaled chunks add with one round-to-nearest add);
+// never promoted (promote_every = 0) it starts at -0, so an unscaled result is the MMA's
+// own, a -0 included.
 // sa / sb: scale values (MX: already decoded E8M0 powers of two) in the shapes above.
 // With s.split_k > 1, scales in the epilogue (ScaleOrder::cublaslt) or a bias, the library
 // GEMM of sim/gemm_split.hpp runs around this engine.

@@ -115,6 +115,11 @@ void set_engine_scaling(GemmSpec& g, const ScalingSpec& s) {
 
 namespace {
 
+const FormatSpec& ue4m3() {
+  static const FormatSpec f = format_by_name("ue4m3");
+  return f;
+}
+
 // fl32(x) clamped to fp32's normal range (a scale of 0 or Inf would give NaN codes).
 double fp32_scale(double x) {
   return std::clamp(static_cast<float>(x), std::numeric_limits<float>::min(),
@@ -125,7 +130,7 @@ double fp32_scale(double x) {
 
 double tensor_scale_for_amax(double tamax, const FormatSpec& element) {
   if (!(tamax > 0) || !std::isfinite(tamax)) return 1.0;
-  return fp32_scale(tamax / (max_finite(element) * max_finite(format_by_name("ue4m3"))));
+  return fp32_scale(tamax / (max_finite(element) * max_finite(ue4m3())));
 }
 
 double scale_for_amax(double amax, const FormatSpec& element, ScaleEncoding enc,
@@ -134,9 +139,8 @@ double scale_for_amax(double amax, const FormatSpec& element, ScaleEncoding enc,
   if (enc == ScaleEncoding::ue4m3) {
     // At least UE4M3's smallest normal value 2^-6, as torchao's nvfp4_quantize clamps
     // (E4M3_EPS): a block of zeros, or one far below its tensor's largest, gets that scale.
-    static const FormatSpec ue4m3 = format_by_name("ue4m3");
-    const double u = decode(ue4m3, encode(amax / (fmax * tensor_scale), ue4m3,
-                                          RoundingSpec{Rounding::rne, Overflow::saturate, 32}));
+    const double u = decode(ue4m3(), encode(amax / (fmax * tensor_scale), ue4m3(),
+                                            RoundingSpec{Rounding::rne, Overflow::saturate, 32}));
     return std::max(u, 0x1p-6);
   }
   if (!(amax > 0) || !std::isfinite(amax)) return 1.0;

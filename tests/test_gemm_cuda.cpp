@@ -142,9 +142,7 @@ int grid_test() {
     for (const bool subnormals : {false, true}) {
       GemmSpec s;
       s.model = p;
-      s.scaling = Scaling::mx;
-      s.mx_block = p.block_scale->block;
-      s.mx_scale = p.block_scale->format;
+      use_model_block_scales(s);
       s.out_type = format_by_name("fp32");
       const int M = 100, N = 136, K = 256;
       const Operand A = random_operand(format_by_name(pair.first), M, K, stream++, 0, subnormals);

@@ -181,9 +181,7 @@ TEST_CASE("block-scaled models: engine equals chained_dot with the scales",
     if (!p.block_scale) continue;
     GemmSpec s;
     s.model = p;
-    s.scaling = Scaling::mx;
-    s.mx_block = p.block_scale->block;
-    s.mx_scale = p.block_scale->format;
+    use_model_block_scales(s);
     s.out_type = format_by_name("fp32");
     const FormatSpec& sf = p.block_scale->format;
     const bool fp4 = p.group_sum > 1;  // group sums: e2m1 operands (mxf4, mxf4nvf4)

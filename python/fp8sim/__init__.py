@@ -228,7 +228,7 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
            [  3.2016602,  30.339844 , -11.560547 ]], dtype=float32)
     """
     if _on_cuda(a) or _on_cuda(b):
-        if mx_block or mx_scale or " scale=" in _core.describe_model(model):
+        if mx_block or mx_scale or _core.applies_block_scales(model):
             # A block-scaled MMA: the host entry applies its scales (folded into the operands
             # where they are powers of two, for the CUDA engine's fast paths; else the CPU
             # engine's reference step), so the operands make one round trip through the host.

@@ -152,9 +152,7 @@ nb::ndarray<nb::numpy, float> run_mma(const AnyArray& a, const AnyArray& b,
     if (!a_scales || !b_scales)
       throw std::runtime_error(fmt::format("model {} applies {} scales inside the MMA: pass "
                                            "a_scales and b_scales", model, in->format.name));
-    s.scaling = Scaling::mx;
-    s.mx_block = in->block;
-    s.mx_scale = in->format;
+    use_model_block_scales(s);
     const std::size_t cols = (K + in->block - 1) / in->block;
     const View va = view(*a_scales, "a_scales"), vb = view(*b_scales, "b_scales");
     sa = scale_values("a_scales", {va.descr, va.shape, va.data}, s.scaling, T, cols, in->format);
@@ -239,6 +237,9 @@ void bind_gemm(nb::module_& m) {
         "(name, aliases, instruction, parameters, evidence) of every accumulator preset.");
   m.def("describe_model", [](const std::string& name) { return describe(accumulator_by_name(name)); },
         nb::arg("model"), "A model's parameters, as `fp8sim models` prints them.");
+  m.def("applies_block_scales", [](const std::string& name) {
+          return accumulator_by_name(name).block_scale.has_value();
+        }, nb::arg("model"), "Whether the model applies block scales inside the MMA.");
 }
 
 }  // namespace fp8sim::py
