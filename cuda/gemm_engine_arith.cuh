@@ -91,7 +91,8 @@ __device__ inline double quantize_rne(double x, const DeviceFormat& f) {
 }
 
 // sim's round_accumulator_output: past the output's largest binade the result is +-Inf
-// whatever the direction; a zero result is +0.
+// whatever the direction; a zero result is +0, or (signed_zero) -0 where a nonzero negative
+// sum rounded to zero.
 __device__ inline double round_output(const DeviceModel& m, const Unrounded& u, int mode) {
   if (u.sig != 0) {
     const int msb = 63 - __clzll(static_cast<long long>(u.sig));
@@ -100,7 +101,8 @@ __device__ inline double round_output(const DeviceModel& m, const Unrounded& u, 
                    : __longlong_as_double(0x7ff0000000000000LL);
   }
   const double v = round_to(u, m.output, mode);
-  return v == 0.0 ? 0.0 : v;
+  if (v != 0.0) return v;
+  return m.signed_zero && u.neg && (u.sig != 0 || u.sticky) ? -0.0 : 0.0;
 }
 
 // An exact sum of finite doubles whose bits lie in [2^-kLow, 2^(32*kLimbs-kLow-1)):

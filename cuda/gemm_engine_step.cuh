@@ -36,6 +36,29 @@ __device__ __forceinline__ int align_exponent(float v, int align_min) {
   return e > align_min ? e : align_min;
 }
 
+// The alignment floors of A's element (row, k) and B's (row, k): the operand formats' minimum,
+// moved by the log2 of the element's scale where power-of-two block scales are folded into
+// the operands (DeviceGemm::fold; its exponent moved with its value). Rows and k in range.
+__device__ __forceinline__ int fold_shift(float s) {
+  return isfinite(s) && s != 0.0f ? ilogbf(s) : 0;  // a NaN scale made the element NaN
+}
+__device__ __forceinline__ int a_floor(const DeviceGemm& g, int row, int k) {
+  if (!g.fold) return g.a_align_min;
+  const int kb = k / g.scale_block;
+  return g.a_align_min + fold_shift(g.sa[g.a_bcast ? kb : std::size_t(row) * g.a_cols + kb]);
+}
+__device__ __forceinline__ int b_floor(const DeviceGemm& g, int row, int k) {
+  if (!g.fold) return g.b_align_min;
+  const int kb = k / g.scale_block;
+  return g.b_align_min +
+         fold_shift(g.sb[g.b_bcast ? kb : std::size_t(row / g.b_div) * g.b_cols + kb]);
+}
+
+// Where a run of elements lies: the rows of A and B and the K index of its first element.
+struct At {
+  int a_row, b_row, k;
+};
+
 // floor(log2|x|) of a nonzero finite double.
 __device__ __forceinline__ int exponent_of(double x) { return ilogb(x); }
 
@@ -66,7 +89,7 @@ __device__ inline double add_c_after(const DeviceModel& m, double r, double c) {
 // sim's fused_step_exponents on elements k = element(interleave, off + i, nblock), i < n, of
 // a and b, with c entering as c_entry says (fused_block runs its sub-steps through it).
 __device__ inline double reference_step(const DeviceModel& m, const Params& p, const float* a,
-                                        const float* b, int off, int n, int nblock,
+                                        const float* b, At at, int off, int n, int nblock,
                                         bool interleave, int c_entry, double c) {
   bool nan = isnan(c), pos_inf = c == INFINITY, neg_inf = c == -INFINITY;
   for (int i = 0; i < n; ++i) {
@@ -83,7 +106,7 @@ __device__ inline double reference_step(const DeviceModel& m, const Params& p, c
   if (pos_inf) return INFINITY;
   if (neg_inf) return -INFINITY;
   if (c_entry == 2)
-    return add_c_after(m, reference_step(m, p, a, b, off, n, nblock, interleave, 0, 0.0), c);
+    return add_c_after(m, reference_step(m, p, a, b, at, off, n, nblock, interleave, 0, 0.0), c);
   WideSum s;
   if (m.exact) {
     s.add(c);
@@ -101,8 +124,8 @@ __device__ inline double reference_step(const DeviceModel& m, const Params& p, c
     zero = zero || prod == 0.0;
     if (prod == 0.0) continue;
     const int e = m.renormalise ? exponent_of(prod)
-                                : align_exponent(a[k], p.g.a_align_min) +
-                                      align_exponent(b[k], p.g.b_align_min);
+                                : align_exponent(a[k], a_floor(p.g, at.a_row, at.k + k)) +
+                                      align_exponent(b[k], b_floor(p.g, at.b_row, at.k + k));
     emax = e > emax ? e : emax;
   }
   if (c_entry == 0 && c != 0.0) {
@@ -126,11 +149,11 @@ __device__ inline double reference_step(const DeviceModel& m, const Params& p, c
 // sim's fused_block: a model with a block runs chained sub-steps from zero (c joining each)
 // in the block's element order, then adds the block's result into c.
 __device__ inline double reference_block(const DeviceModel& m, const Params& p, const float* a,
-                                         const float* b, int n, double c) {
-  if (m.block == 0) return reference_step(m, p, a, b, 0, n, n, false, m.c_entry, c);
+                                         const float* b, At at, int n, double c) {
+  if (m.block == 0) return reference_step(m, p, a, b, at, 0, n, n, false, m.c_entry, c);
   double s = 0.0;
   for (int j = 0; j < n; j += m.group)
-    s = reference_step(m, p, a, b, j, min(m.group, n - j), n, m.interleave, 0, s);
+    s = reference_step(m, p, a, b, at, j, min(m.group, n - j), n, m.interleave, 0, s);
   return add_c_after(m, s, c);
 }
 
@@ -223,14 +246,15 @@ __device__ __forceinline__ float finish_step_e8(const Params& p, float v, bool& 
 // One fused step of the fast path on a[0..n) and b[0..n) with c (finite), c joining or
 // (c_entry add) added after. ok = false where the step needs the reference path.
 template <class V>
-__device__ inline double fast_step(const Params& p, const float* a, const float* b, int n,
+__device__ inline double fast_step(const Params& p, const float* a, const float* b, At at, int n,
                                    double c, bool& ok) {
   const DeviceModel& m = p.g.model;
   const bool join = m.c_entry == 0;
   const double cj = join ? c : 0.0;
   int emax = kNoExponent, emin = -kNoExponent;
   for (int i = 0; i < n; ++i) {
-    const int e = align_exponent(a[i], p.g.a_align_min) + align_exponent(b[i], p.g.b_align_min);
+    const int e = align_exponent(a[i], a_floor(p.g, at.a_row, at.k + i)) +
+                  align_exponent(b[i], b_floor(p.g, at.b_row, at.k + i));
     emax = e > emax ? e : emax;
     emin = e < emin ? e : emin;
   }
@@ -297,13 +321,14 @@ __device__ inline float dot_output(const Params& p, int a_row, int b_row, float 
     double acc = k0 == 0 ? c_in(m, c) : 0.0;
     for (int k = k0; k < kend; k += step) {
       const int n = min(step, kend - k);
+      const At at{a_row, b_row, k};
       bool ok = p.fast != FastPath::none && isfinite(acc);
       double r = 0.0;
       if (ok) {
-        r = p.fast == FastPath::f32 ? fast_step<float>(p, a + k, b + k, n, acc, ok)
-                                    : fast_step<double>(p, a + k, b + k, n, acc, ok);
+        r = p.fast == FastPath::f32 ? fast_step<float>(p, a + k, b + k, at, n, acc, ok)
+                                    : fast_step<double>(p, a + k, b + k, at, n, acc, ok);
       }
-      acc = ok ? r : reference_block(m, p, a + k, b + k, n, acc);
+      acc = ok ? r : reference_block(m, p, a + k, b + k, at, n, acc);
     }
     main = promote(p, main, float(acc), a_row, b_row, k0);
   }

@@ -63,13 +63,13 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 2)
       const int r = idx / BK, kk = idx % BK, row = m0 + r, k = k0 + kk;
       const float v = row < M && k < K ? g.A[std::size_t(row) * K + k] : 0.0f;
       As[kk][r] = v;
-      Ae[kk][r] = align_exponent(v, g.a_align_min);
+      Ae[kk][r] = align_exponent(v, row < M && k < K ? a_floor(g, row, k) : 0);
     }
     for (int idx = threadIdx.x; idx < BN * BK; idx += NT) {
       const int r = idx / BK, kk = idx % BK, col = n0 + r, k = k0 + kk;
       const float v = col < N && k < K ? g.B[std::size_t(col) * K + k] : 0.0f;
       Bs[kk][r] = v;
-      Be[kk][r] = align_exponent(v, g.b_align_min);
+      Be[kk][r] = align_exponent(v, col < N && k < K ? b_floor(g, col, k) : 0);
     }
     __syncthreads();
     for (int s = 0; s < BK; s += G) {

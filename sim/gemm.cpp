@@ -22,6 +22,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "block_fold.hpp"
 #include "gemm_device.hpp"
 #include "gemm_path.hpp"
 #include "gemm_split.hpp"
@@ -568,57 +569,6 @@ void check_block_scales(const GemmSpec& s, const FormatSpec& f, std::span<const 
     }
 }
 
-// Power-of-two block scales on single products (UE8M0 without group sums: kind::mxf8f6f4)
-// fold into the operands: a term's value is its product's times both scales and its
-// alignment exponent its product's plus theirs, which is what the step does with them, so
-// the model without block scales takes the fast paths. Each element becomes v * s (exponent
-// + log2 s; a NaN scale makes it NaN, as it makes the step's result), its format the element
-// format with an 8-bit exponent field: the engine picks its paths from the formats' range,
-// and that one steers it to the paths that compute in double. `by_value` says whether every
-// folded exponent is also its value's own (no element was subnormal in its format): the
-// CUDA engine derives exponents from values, so only then may it run the folded GEMM.
-// nullopt when the model's scales do not fold or a scaled element is not an exact float.
-struct FoldedOperands {
-  Operand a, b;
-  bool by_value = true;
-};
-std::optional<FoldedOperands> fold_block_scales(const GemmSpec& s, const Operand& A,
-                                                const Operand& B, std::span<const float> sa,
-                                                std::span<const float> sb, std::size_t a_cols,
-                                                std::size_t b_cols) {
-  const auto& in = s.model.block_scale;
-  if (!in || s.model.group_sum != 1 || in->format.mantissa_bits != 0) return std::nullopt;
-  bool by_value = true;
-  const auto fold = [&](const Operand& x, std::span<const float> sc, std::size_t cols)
-      -> std::optional<Operand> {
-    Operand y = x;
-    y.format = format_by_name(fmt::format("e8m{}", x.format.mantissa_bits));
-    for (std::size_t r = 0; r < std::size_t(x.rows); ++r)
-      for (std::size_t k = 0; k < std::size_t(x.cols); ++k) {
-        const std::size_t i = r * x.cols + k;
-        const float scale = sc[r * cols + k / in->block], v = x.value[i];
-        if (std::isnan(scale)) {
-          y.value[i] = std::numeric_limits<float>::quiet_NaN();
-          y.has_special = true;
-          continue;
-        }
-        if (v == 0.0f || !std::isfinite(v)) continue;  // zeros align at their own rule
-        const int e = std::ilogb(scale);
-        const float w = std::ldexp(v, e);
-        if (!std::isfinite(w) || std::ldexp(w, -e) != v) return std::nullopt;
-        y.value[i] = w;
-        y.exponent[i] = static_cast<std::int16_t>(x.exponent[i] + e);
-        by_value = by_value && std::ilogb(v) == x.exponent[i];
-      }
-    return y;
-  };
-  auto fa = fold(A, sa, a_cols);
-  if (!fa) return std::nullopt;
-  auto fb = fold(B, sb, b_cols);
-  if (!fb) return std::nullopt;
-  return FoldedOperands{std::move(*fa), std::move(*fb), by_value};
-}
-
 // Which rows of A and B each output dots together.
 enum class Pairing {
   all_pairs,   // gemm(): output (m, n) = A row m . B row n, D is M x N
@@ -679,10 +629,11 @@ void run_engine(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
   if (const auto& in = spec.model.block_scale) {
     check_block_scales(spec, in->format, sa, sb);
     if (auto folded = fold_block_scales(spec, A, B, sa, sb, sh.a_cols, sh.b_cols)) {
+      if (spec.device == Device::cuda && prefix.empty())
+        return folded_on_device(spec, *folded, C, sa, sb, D, !all_pairs);
       GemmSpec plain = spec;
       plain.model.block_scale.reset();
       plain.scaling = Scaling::none;
-      if (!folded->by_value) plain.device = Device::cpu;  // see GemmSpec::device
       return run_engine(plain, folded->a, folded->b, C, {}, {}, D, pairing, prefix, D_prefix);
     }
     spec.device = Device::cpu;  // the reference step applies the scales (GemmSpec::device)

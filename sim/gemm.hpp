@@ -49,7 +49,7 @@ struct GemmSpec {
   int threads = 0;                // 0: all hardware threads; results never depend on it
   Device device = Device::cpu;    // where it runs; every device gives the same bits. A
                                   // block-scaled model runs on cuda where its scales fold
-                                  // into the operands (sim/gemm.cpp), else on the CPU engine
+                                  // into the operands (sim/block_fold.hpp), else on the CPU engine
   int split_k = 1;                // K slices (cuBLASLt's numSplitsK; sim/gemm_split.hpp)
   int split_k_align = 128;        // slice lengths round up to a multiple of this
   int mx_block = 32;              // K elements per scale for Scaling::mx (NVFP4: 16)

@@ -33,6 +33,7 @@ DeviceModel device_model(const AccumulatorSpec& m, const FormatSpec& fa, const F
   d.interleave = m.interleave;
   d.renormalise = m.renormalise_products;
   d.exact = m.exact;
+  d.signed_zero = m.signed_zero;
   d.output = device_format(m.output);
   d.output_rounding = static_cast<int>(m.output_rounding);
   // C enters the accumulator registers: fp32 for 8-bit-exponent outputs, else the output
@@ -113,6 +114,28 @@ void batched_dot_on_device(const GemmSpec& s, const Operand& A, const Operand& B
   const int per_row = g.scale_block == 0 ? 1 : (g.K + g.scale_block - 1) / g.scale_block;
   g.a_cols = g.b_cols = per_row;
   run_device_gemm(g);
+}
+
+void folded_on_device(const GemmSpec& s, const FoldedOperands& f, std::span<const float> C,
+                      std::span<const float> sa, std::span<const float> sb,
+                      std::span<float> D, bool batched, const DeviceLaunch& launch) {
+  GemmSpec plain = s;
+  plain.model.block_scale.reset();
+  plain.scaling = Scaling::none;
+  DeviceGemm g = device_gemm(plain, f.a, f.b, C, sa, sb, D);
+  const DeviceGemm own = device_spec(plain, f.a_format, f.b_format);
+  g.a_align_min = own.a_align_min;  // the elements' formats, moved per element by the scales
+  g.b_align_min = own.b_align_min;
+  g.fold = true;
+  g.scale_block = s.mx_block;
+  if (batched) {
+    g.batched = true;
+    g.N = 1;
+    g.a_cols = g.b_cols = (g.K + g.scale_block - 1) / g.scale_block;
+  } else {
+    set_scale_layout(s, g);
+  }
+  run_device_gemm(g, launch);
 }
 
 void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A,

@@ -3,6 +3,7 @@
 
 #include <span>
 
+#include "block_fold.hpp"
 #include "device_gemm.hpp"
 #include "gemm.hpp"
 
@@ -19,6 +20,14 @@ void gemm_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
 void batched_dot_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
                            std::span<const float> C, std::span<const float> sa,
                            std::span<const float> sb, std::span<float> D);
+
+// gemm() (batched: batched_dot()) of a block-scaled model on the CUDA engine with its scales
+// folded into the operands (block_fold.hpp): s with the model's MX scaling, sa and sb the
+// scales that were folded. Every element's alignment floor moves with its scale, so subnormal
+// elements align as the CPU engine aligns them.
+void folded_on_device(const GemmSpec& s, const FoldedOperands& f, std::span<const float> C,
+                      std::span<const float> sa, std::span<const float> sb,
+                      std::span<float> D, bool batched, const DeviceLaunch& launch = {});
 
 // gemm() on operands already in CUDA device memory (e.g. torch CUDA tensors), with no copy
 // of them: A (M x K) and B (N x K) one-byte codes of s.a_format / s.b_format, C (M x N

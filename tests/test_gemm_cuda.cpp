@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "block_fold.hpp"
 #include "gemm.hpp"
 #include "gemm_device.hpp"
 #include "model_grid.hpp"
@@ -69,7 +70,21 @@ struct Tally {
   std::string first;
 };
 
-// One configuration on both devices; counts outputs and records the first mismatch.
+// Counts the outputs of one configuration and records the first mismatch.
+void tally(const std::vector<float>& cpu, const std::vector<float>& gpu, int N, Tally& t,
+           const std::string& what) {
+  ++t.configs;
+  t.outputs += cpu.size();
+  for (std::size_t i = 0; i < cpu.size(); ++i) {
+    if (same(cpu[i], gpu[i])) continue;
+    if (t.bad++ == 0)
+      t.first = fmt::format("seed={} {} output ({}, {}): cpu {:08x} cuda {:08x}", seed(), what,
+                            i / N, i % N, std::bit_cast<std::uint32_t>(cpu[i]),
+                            std::bit_cast<std::uint32_t>(gpu[i]));
+  }
+}
+
+// One configuration on both devices.
 void compare(GemmSpec s, const Operand& A, const Operand& B, const std::vector<float>& C,
              const std::vector<float>& sa, const std::vector<float>& sb, Tally& t,
              const std::string& what) {
@@ -78,15 +93,7 @@ void compare(GemmSpec s, const Operand& A, const Operand& B, const std::vector<f
   gemm(s, A, B, C, sa, sb, cpu);
   s.device = Device::cuda;
   gemm(s, A, B, C, sa, sb, gpu);
-  ++t.configs;
-  t.outputs += cpu.size();
-  for (std::size_t i = 0; i < cpu.size(); ++i) {
-    if (same(cpu[i], gpu[i])) continue;
-    if (t.bad++ == 0)
-      t.first = fmt::format("seed={} {} output ({}, {}): cpu {:08x} cuda {:08x}", seed(), what,
-                            i / B.rows, i % B.rows, std::bit_cast<std::uint32_t>(cpu[i]),
-                            std::bit_cast<std::uint32_t>(gpu[i]));
-  }
+  tally(cpu, gpu, B.rows, t, what);
 }
 
 int grid_test() {
@@ -134,8 +141,10 @@ int grid_test() {
     }
   }
   // Block-scaled models with power-of-two scales on single products (mxf8f6f4): the scales
-  // fold into the operands on the host, so both devices run the plain model's fast paths
-  // (without subnormal elements; with them the CPU engine runs it: GemmSpec::device).
+  // fold into the operands (block_fold.hpp) and the CUDA engine runs the plain model's fast
+  // paths with each element's alignment floor moved by its scale. The folded GEMM and the
+  // folded batched dot products run on the device directly (gemm() would also run them there),
+  // with and without subnormal elements, against the CPU engine's reference step.
   for (const auto& p : accumulator_presets()) {
     if (!p.block_scale || p.group_sum != 1) continue;
     for (const auto& pair : {std::pair{"e4m3", "e5m2"}, std::pair{"e3m2", "e2m1"}})
@@ -144,10 +153,10 @@ int grid_test() {
       s.model = p;
       use_model_block_scales(s);
       s.out_type = format_by_name("fp32");
+      s.device = Device::cpu;
       const int M = 100, N = 136, K = 256;
       const Operand A = random_operand(format_by_name(pair.first), M, K, stream++, 0, subnormals);
       const Operand B = random_operand(format_by_name(pair.second), N, K, stream++, 0, subnormals);
-      const ScaleShapes sh = scale_shapes(s, M, N, K);
       auto pow2 = [&](std::size_t n) {
         std::vector<float> v(n);
         for (std::size_t i = 0; i < n; ++i)
@@ -155,11 +164,57 @@ int grid_test() {
         ++stream;
         return v;
       };
+      const std::string what = fmt::format("model={} a={} b={} M={} N={} K={} scaling=mx "
+                                           "subnormals={}", p.name, pair.first, pair.second, M,
+                                           N, K, subnormals);
+      // gemm(): A's rows against B's.
+      const ScaleShapes sh = scale_shapes(s, M, N, K);
       const auto sa = pow2(sh.a_rows * sh.a_cols), sb = pow2(sh.b_rows * sh.b_cols);
       const auto C = random_floats(std::size_t(M) * N, stream++, -20, 12);
-      compare(s, A, B, C, sa, sb, t,
-              fmt::format("model={} a={} b={} M={} N={} K={} scaling=mx subnormals={}", p.name,
-                          pair.first, pair.second, M, N, K, subnormals));
+      std::vector<float> cpu(C.size()), gpu(C.size());
+      gemm(s, A, B, C, sa, sb, cpu);
+      const auto folded = fold_block_scales(s, A, B, sa, sb, sh.a_cols, sh.b_cols);
+      if (!folded) throw std::runtime_error(what + ": the scales did not fold");
+      folded_on_device(s, *folded, C, sa, sb, gpu, false);
+      tally(cpu, gpu, N, t, what);
+      // batched_dot(): row t of A against row t of B's first M rows.
+      const Operand Bt = random_operand(format_by_name(pair.second), M, K, stream++, 0, subnormals);
+      const std::size_t per_row = std::size_t(K) / s.mx_block;
+      const auto ta = pow2(M * per_row), tb = pow2(M * per_row);
+      const auto Ct = random_floats(M, stream++, -20, 12);
+      std::vector<float> tcpu(M), tgpu(M);
+      batched_dot(s, A, Bt, Ct, ta, tb, tcpu);
+      const auto tfold = fold_block_scales(s, A, Bt, ta, tb, per_row, per_row);
+      if (!tfold) throw std::runtime_error(what + ": the batched scales did not fold");
+      folded_on_device(s, *tfold, Ct, ta, tb, tgpu, true);
+      tally(tcpu, tgpu, 1, t, what + " batched");
+    }
+  }
+  // Signed zeros: models whose nonzero sums that round to zero keep their sign (exact and
+  // signed_zero presets) on bf16 operands of exponents -80..-70, whose products lie around
+  // fp32's smallest subnormal, so that many outputs round to +-0 or to subnormals.
+  for (const auto& p : accumulator_presets()) {
+    if (!p.signed_zero) continue;
+    GemmSpec s;
+    s.model = p;
+    s.out_type = format_by_name("fp32");
+    const FormatSpec bf16 = format_by_name("bf16");
+    const int M = 64, N = 64, K = p.group > 0 ? 4 * p.group : 128;
+    auto tiny = [&](int rows) {
+      std::vector<std::uint32_t> codes(std::size_t(rows) * K);
+      for (std::size_t i = 0; i < codes.size(); ++i) {
+        const std::uint64_t r = random_u64(seed(), stream, i);
+        codes[i] = std::uint32_t((r & 1) << 15 | (127 - 70 - (r >> 1) % 11) << 7 | (r >> 8) % 128);
+      }
+      ++stream;
+      return decode_operand(bf16, rows, K, std::span<const std::uint32_t>(codes));
+    };
+    const Operand A = tiny(M), B = tiny(N);
+    try {
+      compare(s, A, B, {}, {}, {}, t, fmt::format("model={} a=bf16 b=bf16 M={} N={} K={} "
+                                                   "(products near 2^-149)", p.name, M, N, K));
+    } catch (const std::invalid_argument& e) {  // a model only the CPU engine runs
+      if (std::string(e.what()).find("CPU engine only") == std::string::npos) throw;
     }
   }
   // Batched dot products (the sweep engine's entry), each model with every scaling.

@@ -39,10 +39,24 @@ def test_pipeline_and_process_count_independence(tmp_path):
     assert r.returncode == 0 and (tmp_path / "one" / "train_study.png").is_file(), r.stderr
 
 
-def test_unknown_config_is_one_line(tmp_path):
-    r = subprocess.run([sys.executable, STUDY, "--configs", "nope", "--out", str(tmp_path)],
-                       capture_output=True, text=True)
-    assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith("train_study: unknown config")
+@pytest.mark.parametrize("args, says", [
+    (["--configs", "nope"], "unknown config 'nope'"),
+    (["--tasks", "lm,vision"], "unknown task 'vision'"),
+    (["--tasks", "lm", "--corpus", "/nonexistent/shakespeare.tar.gz"], "not found"),
+    (["--procs", "0"], "must be >= 1"),
+    (["--procs", "100000"], "more processes than the"),
+    (["--seeds", "-2"], "must be >= 1"),
+    (["--out", "{file}"], "--out"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path, args, says):
+    (tmp_path / "a_file").write_text("")
+    args = [a.replace("{file}", str(tmp_path / "a_file")) for a in args]
+    r = subprocess.run([sys.executable, STUDY, "--out", str(tmp_path / "out"), *args],
+                       capture_output=True, text=True, timeout=120)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("train_study: ") \
+        and says in lines[0], r.stderr
+    assert not (tmp_path / "out" / "train_final.csv").exists()
 
 
 def test_resume_reads_recorded_runs(tmp_path):
@@ -66,4 +80,11 @@ def test_resume_reads_recorded_runs(tmp_path):
     bad = subprocess.run([sys.executable, STUDY, "--preset", "h100", "--corpus", CORPUS, "--out",
                           str(tmp_path / "split"), "--configs", "bf16", "--tasks", "digits",
                           "--resume"], capture_output=True, text=True, timeout=600)
-    assert bad.returncode != 0 and "other parameters" in bad.stderr.strip().splitlines()[-1]
+    assert bad.returncode == 2 and "other parameters" in bad.stderr.strip().splitlines()[-1]
+    # A record that is not one (cut short, edited) is refused in one line, not a traceback.
+    rec.write_text(rec.read_text()[:100])
+    cut = subprocess.run([sys.executable, STUDY, "--preset", "ci", "--corpus", CORPUS, "--out",
+                          str(tmp_path / "split"), "--configs", "bf16", "--tasks", "digits",
+                          "--resume"], capture_output=True, text=True, timeout=600)
+    assert cut.returncode == 2 and cut.stderr.strip().splitlines() == [
+        f"train_study: --resume: {rec}: not a run record (JSONDecodeError)"], cut.stderr
