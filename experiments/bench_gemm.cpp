@@ -20,7 +20,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <thread>
+#include <tuple>
 
 #include "cli/options.hpp"
 #include "gemm.hpp"
@@ -111,19 +113,32 @@ std::pair<double, std::vector<float>> run_mmasim(const std::string& python, int 
 }
 
 int bench_cuda(GemmSpec s, int M, int N, int K, const std::vector<std::uint8_t>& a,
-               const std::vector<std::uint8_t>& b, int cpu_m, int cpu_n, int reps,
-               int mmasim_rows, const std::string& python) {
+               const std::vector<std::uint8_t>& b, const std::vector<float>& sa,
+               const std::vector<float>& sb, int cpu_m, int cpu_n, int reps, int mmasim_rows,
+               const std::string& python) {
   const double macs = double(M) * N * K;
-  fmt::print("GEMM {}x{}x{} e4m3, model {} ({}), promote every {}, scaling {}\n", M, N, K,
-             s.model.name, describe(s.model), s.promote_every, to_string(s.scaling));
-  // 1. The CUDA engine: kernels only (operands decoded once, uploads not counted).
+  fmt::print("GEMM {}x{}x{} {}, model {} ({}), promote every {}, scaling {}\n", M, N, K,
+             s.a_format.name, s.model.name, describe(s.model), s.promote_every,
+             to_string(s.scaling));
+  // 1. The CUDA engine: kernels only (operands decoded once, block scales folded into them
+  //    once, uploads not counted).
   const Operand A = decode_operand(s.a_format, M, K, a), B = decode_operand(s.b_format, N, K, b);
-  const auto [sa, sb] = scales(s, M, N, K);
+  std::optional<FoldedOperands> folded;
+  if (s.model.block_scale) {
+    const ScaleShapes sh = scale_shapes(s, M, N, K);
+    folded = fold_block_scales(s, A, B, sa, sb, sh.a_cols, sh.b_cols);
+    if (!folded)
+      throw std::invalid_argument(fmt::format(
+          "model {}: its block scales do not fold into the operands, so the CPU engine runs "
+          "it: use device cpu", s.model.name));
+  }
   std::vector<float> D(std::size_t(M) * N);
   double gpu = 1e300;
   for (int r = 0; r < std::max(reps, 1); ++r) {
     double t = 0;
-    gemm_on_device(s, A, B, {}, sa, sb, D, DeviceLaunch{0, false, &t});
+    const DeviceLaunch launch{0, false, &t};
+    if (folded) folded_on_device(s, *folded, {}, sa, sb, D, false, launch);
+    else gemm_on_device(s, A, B, {}, sa, sb, D, launch);
     gpu = std::min(gpu, t);
   }
   fmt::print("fp8sim cuda     {:>16} {:10.4f} s  {:.3g} emulated MAC/s\n",
@@ -223,10 +238,8 @@ int main(int argc, char** argv) {
     auto a = random_e4m3(std::size_t(M) * K, 1), b = random_e4m3(std::size_t(N) * K, 2);
     const double macs = double(M) * N * K;
     std::vector<float> D(std::size_t(M) * N);
-    if (s.device == Device::cuda)
-      return bench_cuda(s, M, N, K, a, b, cpu_m, cpu_n, reps, mmasim_rows, python);
-    const int hw = resolve_threads(0);
     std::vector<float> sa, sb;
+    if (s.scaling != Scaling::none) std::tie(sa, sb) = scales(s, M, N, K);
     if (const auto& in = s.model.block_scale) {  // scales inside the MMA
       s.a_format = s.b_format = format_by_name(format);
       if (total_bits(s.a_format) > 8)
@@ -239,6 +252,9 @@ int main(int argc, char** argv) {
       sb = random_scales(in->format, std::size_t(N) * (K / in->block), 4);
       mmasim_rows = 0;
     }
+    if (s.device == Device::cuda)
+      return bench_cuda(s, M, N, K, a, b, sa, sb, cpu_m, cpu_n, reps, mmasim_rows, python);
+    const int hw = resolve_threads(0);
     fmt::print("GEMM {}x{}x{} {}, model {} ({}), promote every {}\n", M, N, K, s.a_format.name,
                model, describe(s.model), s.promote_every);
     for (int threads : {1, hw}) {
