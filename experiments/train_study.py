@@ -13,10 +13,10 @@ the scaling axis; e5m2-grads (tensor, E5M2 gradients); fast-accum (per-tensor, H
 accumulator axis.
 
 Scale-out is torch.distributed (gloo on CPU, NCCL for data parallelism on GPUs): --procs P
-starts P processes; by default they share the sweep (process r runs runs r, r+P, ...,
-results gathered on rank 0), with --dp each run is data-parallel over all P (DDP; NCCL with
-one GPU per process, gloo when P exceeds the GPUs and processes share them). A run's seed
-fixes its initialisation and batches; sweep results do not depend on P.
+starts P processes, process r on GPU r mod G; by default they share the sweep (process r
+runs runs r, r+P, ..., results gathered on rank 0), with --dp each run is data-parallel over
+all P (DDP; NCCL with one GPU per process, gloo when P exceeds the GPUs and processes share
+them). A run's seed fixes its initialisation and batches; sweep results do not depend on P.
 
 Each finished run is also kept in --out/runs/<task>-<config>-<seed>.json as it ends; with
 --resume a run whose record is there is read back instead of trained, so a study longer than
@@ -315,7 +315,13 @@ def worker(rank: int, world: int, args, p: dict, port: int, runs: list):
     # NCCL needs a GPU per process; processes sharing GPUs reduce CUDA tensors over gloo.
     backend = "nccl" if (args.dp and args.device == "cuda" and world <= gpus) else "gloo"
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    device = args.device if args.device == "cpu" else f"cuda:{rank % gpus if args.dp else 0}"
+    device = args.device if args.device == "cpu" else f"cuda:{rank % gpus}"
+    if gpus:  # NCCL's collectives (gather_object too) run on the current device: one per rank
+        torch.cuda.set_device(device)
+    if rank == 0:
+        print(f"[rank 0] {world} process(es), {backend}, "
+              f"{'data-parallel runs' if args.dp else 'sharing the sweep'} on {args.device}"
+              f"{f' ({gpus} GPU(s))' if gpus else ''}", flush=True)
     # One torch thread per process: torch's CPU reductions (layer norm, attention) then sum in
     # one order, so runs do not depend on --procs; parallelism comes from the processes.
     torch.set_num_threads(1)
@@ -403,6 +409,7 @@ def write_outputs(args, p: dict, results: list):
     write("train_final.csv", list(rows[0].keys()) if rows else ["task"], rows)
     manifest = dict(
         experiment="train_study", preset=args.preset, parameters=p, procs=args.procs, dp=args.dp,
+        backend=dist.get_backend(), gpus=torch.cuda.device_count() if args.device == "cuda" else 0,
         device=args.device, gpu=torch.cuda.get_device_name(0) if args.device == "cuda" else None,
         torch=torch.__version__, fp8sim_git_revision=fp8sim.git_revision,
         created_utc=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

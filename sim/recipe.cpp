@@ -15,11 +15,14 @@ const std::vector<NamedRecipe>& named_recipes() {
        "H800 WGMMA promoted to fp32 every 128 products, bf16 output",
        "DeepSeek-V3 technical report (arXiv:2412.19437) s3.3.1 fine-grained quantisation, "
        "s3.3.2 promotion every N_C = 128 elements; DeepGEMM sm90_fp8_gemm_1d2d scale order"},
-      {"te-tensorwise", "e4m3", "e4m3", "tensor", "hopper-wgmma", 128, "cublaslt", "bf16",
-       "E4M3 A and B with one fp32 scale per tensor, Hopper WGMMA promoted every 128 "
-       "products as cuBLASLt does without fast accumulation, bf16 output",
-       "Transformer Engine per-tensor (delayed / current) scaling; cuBLASLt FP8 GEMM without "
-       "CUBLASLT_MATMUL_DESC_FAST_ACCUM, promotion interval modelled as 128 (issue 13)"},
+      {"te-tensorwise", "e4m3", "e4m3", "tensor", "hopper-wgmma", 0, "cublaslt", "bf16",
+       "Transformer Engine per-tensor scaling (HYBRID): E4M3 activations and weights, E5M2 "
+       "gradients, one fp32 scale per tensor; Fprop with cuBLASLt fast accumulation (never "
+       "promoted), Dgrad and Wgrad with the split accumulator (promoted every 128); bf16 output",
+       "Transformer Engine recipes Float8CurrentScaling / DelayedScaling: fp8_format HYBRID, "
+       "fp8_gemm_fprop use_split_accumulator=False, fp8_gemm_dgrad / fp8_gemm_wgrad True; "
+       "cuBLASLt's promotion interval 128 as measured on the H100 (README, cuBLASLt)",
+       "e5m2", 128},
       {"mxfp8", "e4m3", "e4m3", "mx", "mxf8f6f4", 0, "deepgemm", "bf16",
        "E4M3 A and B in 1x32 blocks with E8M0 scales (MX), Blackwell's block-scaled MMA "
        "applying the scales inside its step, bf16 output",
@@ -27,7 +30,8 @@ const std::vector<NamedRecipe>& named_recipes() {
        "2^(floor(log2 amax) - emax)); MMA: tcgen05.mma kind::mxf8f6f4 block_scale, the "
        "mxf8f6f4 preset (MMA-Sim 2.1.1)"},
       {"fast-accum", "e4m3", "e4m3", "tensor", "hopper-wgmma", 0, "cublaslt", "bf16",
-       "te-tensorwise with cuBLASLt fast accumulation: the WGMMA accumulator is never promoted",
+       "E4M3 A and B with one fp32 scale per tensor and cuBLASLt fast accumulation in every "
+       "GEMM: the WGMMA accumulator is never promoted",
        "cuBLASLt CUBLASLT_MATMUL_DESC_FAST_ACCUM (the accumulator stays in the tensor core "
        "for all of K); accumulator: the hopper-wgmma preset"},
       {"nvfp4", "e2m1", "e2m1", "nvfp4", "nvfp4", 0, "deepgemm", "bf16",
@@ -41,16 +45,18 @@ const std::vector<NamedRecipe>& named_recipes() {
   return table;
 }
 
-Recipe recipe_by_name(std::string_view name) {
+Recipe recipe_by_name(std::string_view name, GemmRole role) {
   std::string known;
   for (const NamedRecipe& r : named_recipes()) {
     if (r.name != name) {
       known += (known.empty() ? "" : ", ") + r.name;
       continue;
     }
-    Recipe x = grid_recipe(format_by_name(r.a_format), scaling_by_name(r.scaling),
-                           accumulator_by_name(r.model), r.promote_every,
-                           format_by_name(r.out_type));
+    const bool grad = role != GemmRole::fprop;
+    const std::string& a = grad && !r.grad_format.empty() ? r.grad_format : r.a_format;
+    const int promote = grad && r.grad_promote_every >= 0 ? r.grad_promote_every : r.promote_every;
+    Recipe x = grid_recipe(format_by_name(a), scaling_by_name(r.scaling),
+                           accumulator_by_name(r.model), promote, format_by_name(r.out_type));
     x.name = r.name;
     x.b_format = format_by_name(r.b_format);
     x.order = parse_scale_order(r.order);

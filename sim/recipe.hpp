@@ -28,7 +28,9 @@ struct Recipe {
 };
 
 // A row of the named-recipe table: names as the parsers take them (format_by_name,
-// scaling_by_name, accumulator_by_name), so the table is plain data.
+// scaling_by_name, accumulator_by_name), so the table is plain data. The row is the
+// recipe's Fprop GEMM (Y = X W^T: A activations, B weights); Dgrad and Wgrad take A as the
+// gradient, in grad_format, promoted every grad_promote_every, and the rest as Fprop.
 struct NamedRecipe {
   std::string name;
   std::string a_format, b_format, scaling, model;
@@ -37,14 +39,20 @@ struct NamedRecipe {
   std::string out_type;
   std::string description;      // one line: what the recipe is
   std::string evidence;         // where its parameters come from
+  std::string grad_format = ""; // A's format in Dgrad and Wgrad ("": a_format)
+  int grad_promote_every = -1;  // Dgrad's and Wgrad's promotion (-1: promote_every)
 };
 
-// The table, in the order `fp8sim analyze --list-recipes` prints it.
+// The table, in the order `fp8sim recipes` prints it. Every front-end reads it: `fp8sim
+// analyze` and fp8sim.analyze (the Fprop GEMM), fp8sim.torch's recipes (all three GEMMs).
 const std::vector<NamedRecipe>& named_recipes();
 
-// A named recipe, parsed. Throws std::invalid_argument for an unknown name (listing the known
-// ones).
-Recipe recipe_by_name(std::string_view name);
+// The three GEMMs of a linear layer's training step.
+enum class GemmRole { fprop, dgrad, wgrad };
+
+// A named recipe's GEMM, parsed. Throws std::invalid_argument for an unknown name (listing
+// the known ones).
+Recipe recipe_by_name(std::string_view name, GemmRole role = GemmRole::fprop);
 
 // The grid's recipe for one combination (name "<format>/<scaling>/<model>/p<promote>"; A and
 // B in the same format, deepgemm scale order). Throws std::invalid_argument naming a bad value.

@@ -292,6 +292,16 @@ TEST_CASE("analyze: the named-recipe table", "[unit]") {
   CHECK(d.scaling.nc == 128);
   CHECK(recipe_by_name("mxfp8").scaling.encoding == ScaleEncoding::e8m0);
   CHECK(recipe_by_name("fast-accum").promote_every == 0);
+  // Transformer Engine: Fprop with fast accumulation, E5M2 gradients with the split
+  // accumulator in Dgrad and Wgrad; a recipe without gradient settings is the same in all.
+  for (const GemmRole g : {GemmRole::dgrad, GemmRole::wgrad}) {
+    const Recipe te = recipe_by_name("te-tensorwise", g);
+    CHECK(te.a_format.name == "e5m2");
+    CHECK(te.b_format.name == "e4m3");
+    CHECK(te.promote_every == 128);
+    CHECK(recipe_by_name("deepseek-v3", g).a_format.name == "e4m3");
+  }
+  CHECK(recipe_by_name("te-tensorwise").promote_every == 0);
   CHECK_THROWS_WITH(recipe_by_name("fp7"), Catch::Contains("unknown recipe 'fp7'"));
   CHECK_THROWS_WITH(recipe("e4m3", "tile64", "exact", 0), Catch::Contains("block64 or mx"));
 }

@@ -18,6 +18,7 @@ block; bias added in FP32 before the output rounding. Not measured: FP8 outputs 
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Optional
 
@@ -275,25 +276,28 @@ class Recipe:
     wgrad: GemmRecipe = field(default_factory=GemmRecipe)
 
 
-def _same(name: str, g: GemmRecipe) -> Recipe:
-    return Recipe(name, g, g, g)
+def _gemm_recipe(name: str, gemm: str) -> GemmRecipe:
+    """One GEMM of a named recipe from the library's table (sim/recipe.cpp)."""
+    g = _fp8sim._core.recipe_gemm(name, gemm)
+    kind, _, encoding = g["scaling"].partition(":")
+    sized = re.fullmatch(r"(tile|block|mx)(\d+)", kind)  # block128 -> block:128
+    granularity = f"{sized[1]}:{sized[2]}" if sized else kind
+    return GemmRecipe(a_format=g["a_format"], b_format=g["b_format"], a_granularity=granularity,
+                      b_granularity=granularity,
+                      scale_encoding="" if encoding in ("", "fp32") else encoding,
+                      model=g["model"], promote_every=g["promote_every"],
+                      scale_order=g["scale_order"])
 
 
-_grad = GemmRecipe(a_format="e5m2")
+# The library's named recipes (``fp8sim recipes`` lists them with their sources), each GEMM
+# as the table gives it: deepseek-v3, te-tensorwise (Fprop with fast accumulation, E5M2
+# gradients promoted every 128), mxfp8 (scales inside mxf8f6f4), fast-accum. nvfp4's
+# two-level scales are not modelled by Float8Linear (fp8sim.gemm and fp8sim.analyze run it).
+_NOT_IN_TRAINING = {"nvfp4": "its two-level NVFP4 scales are not modelled by Float8Linear "
+                             "(fp8sim.gemm and fp8sim.analyze run it)"}
 RECIPES: dict[str, Recipe] = {
-    # DeepSeek-V3 s3.3: E4M3 everywhere, activations 1 x 128, weights 128 x 128, FP32
-    # promotion every 128 (DeepGEMM's scale order).
-    "deepseek-v3": _same("deepseek-v3", GemmRecipe(
-        a_granularity="block:128", b_granularity="block:128", scale_order="deepgemm")),
-    # TransformerEngine per-tensor (current) scaling: E4M3 forward, E5M2 gradients; Fprop
-    # with fast accumulation, Dgrad / Wgrad with the split (promoted) accumulator.
-    "te-tensorwise": Recipe("te-tensorwise", GemmRecipe(promote_every=0), _grad, _grad),
-    # MXFP8: E4M3 elements, 1 x 32 E8M0 scales applied inside the block-scaled MMA (mxf8f6f4).
-    "mxfp8": _same("mxfp8", GemmRecipe(a_granularity="mx", b_granularity="mx",
-                                       model="mxf8f6f4", promote_every=0)),
-    # Per-tensor E4M3 with cuBLASLt fast accumulation (never promoted).
-    "fast-accum": _same("fast-accum", GemmRecipe(promote_every=0)),
-}
+    n: Recipe(n, *(_gemm_recipe(n, g) for g in ("fprop", "dgrad", "wgrad")))
+    for n in _fp8sim._core.recipe_names() if n not in _NOT_IN_TRAINING}
 
 
 def recipe(r: "str | Recipe") -> Recipe:
@@ -304,6 +308,8 @@ def recipe(r: "str | Recipe") -> Recipe:
     """
     if isinstance(r, Recipe):
         return r
+    if r in _NOT_IN_TRAINING:
+        raise ValueError(f"recipe '{r}': {_NOT_IN_TRAINING[r]}")
     if r not in RECIPES:
         raise ValueError(f"unknown recipe '{r}' (known: {', '.join(RECIPES)}, or a Recipe)")
     return RECIPES[r]

@@ -82,6 +82,32 @@ void bind_analyze(nb::module_& m) {
       nb::arg("promote_every"), nb::arg("out_type"), nb::arg("stages"), nb::arg("pairs"),
       nb::arg("seed"), nb::arg("threads"), nb::arg("device"), nb::arg("skip_invalid"),
       "analyze(): (recipes CSV, rows CSV, pairs CSV, skipped) as `fp8sim analyze` writes them.");
+  m.def("recipe_names", [] {
+    std::vector<std::string> names;
+    for (const NamedRecipe& n : named_recipes()) names.push_back(n.name);
+    return names;
+  }, "The named recipes (sim/recipe.cpp's table), in its order.");
+  m.def(
+      "recipe_gemm",
+      [](const std::string& name, const std::string& gemm) {
+        const GemmRole role = gemm == "fprop" ? GemmRole::fprop
+                              : gemm == "dgrad" ? GemmRole::dgrad
+                              : gemm == "wgrad" ? GemmRole::wgrad
+                              : throw std::invalid_argument(fmt::format(
+                                    "gemm '{}': expected fprop, dgrad or wgrad", gemm));
+        const Recipe r = recipe_by_name(name, role);
+        nb::dict d;
+        d["a_format"] = r.a_format.name;
+        d["b_format"] = r.b_format.name;
+        d["scaling"] = r.scaling.name;
+        d["model"] = r.model.name;
+        d["promote_every"] = r.promote_every;
+        d["scale_order"] = std::string(to_string(r.order));
+        d["out_type"] = r.out_type.name;
+        return d;
+      },
+      nb::arg("name"), nb::arg("gemm"),
+      "One GEMM (fprop, dgrad, wgrad) of a named recipe as a dict of fp8sim.gemm's settings.");
 }
 
 }  // namespace fp8sim::py

@@ -235,6 +235,10 @@ void add_analyze_command(CLI::App& app) {
       fmt::print("{:<15} {}\n", n.name, n.description);
       fmt::print("{:<15} a={} b={} scaling={} model={} promote_every={} order={} out={}\n", "",
                  n.a_format, n.b_format, n.scaling, n.model, n.promote_every, n.order, n.out_type);
+      if (!n.grad_format.empty() || n.grad_promote_every >= 0)
+        fmt::print("{:<15} dgrad, wgrad: a={} promote_every={}\n", "",
+                   n.grad_format.empty() ? n.a_format : n.grad_format,
+                   n.grad_promote_every >= 0 ? n.grad_promote_every : n.promote_every);
       fmt::print("{:<15} evidence: {}\n", "", n.evidence);
     }
   });

@@ -55,3 +55,31 @@ def test_convert_replaces_linears_and_shares_parameters():
     assert ft.Float8Linear(128, 128, recipe=custom).recipe.fprop.model == "exact"
     with pytest.raises(ValueError, match="unknown recipe 'nope'"):
         ft.recipe("nope")
+
+
+def test_named_recipes_follow_their_sources(rng):
+    """The library's table as Transformer Engine defines per-tensor scaling: its Fprop is
+    fast-accum's bit for bit (cuBLASLt fast accumulation), its Dgrad is not (E5M2 gradient,
+    split accumulator); DeepSeek-V3 promotes every 128 in all three GEMMs."""
+    te, fast = ft.recipe("te-tensorwise"), ft.recipe("fast-accum")
+    assert te.fprop == fast.fprop
+    assert (te.dgrad.a_format, te.dgrad.promote_every) == ("e5m2", 128)
+    assert (te.wgrad.a_format, te.wgrad.promote_every) == ("e5m2", 128)
+    ds = ft.recipe("deepseek-v3")
+    assert {g.promote_every for g in (ds.fprop, ds.dgrad, ds.wgrad)} == {128}
+    assert ds.fprop.a_granularity == "block:128"
+    T, IN, OUT = 64, 256, 128
+    x = torch.from_numpy(rng.normal(size=(T, IN)).astype(np.float32))
+    dy = torch.from_numpy(rng.normal(size=(T, OUT)).astype(np.float32))
+    out = {}
+    for name in ("te-tensorwise", "fast-accum"):
+        torch.manual_seed(0)
+        lin = ft.Float8Linear(IN, OUT, recipe=name)
+        xi = x.clone().requires_grad_()
+        y = lin(xi)
+        y.backward(dy)
+        out[name] = (y.detach(), xi.grad)
+    assert torch.equal(out["te-tensorwise"][0], out["fast-accum"][0])
+    assert not torch.equal(out["te-tensorwise"][1], out["fast-accum"][1])
+    with pytest.raises(ValueError, match="nvfp4.*not modelled by Float8Linear"):
+        ft.recipe("nvfp4")
