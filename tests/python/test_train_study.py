@@ -88,3 +88,17 @@ def test_resume_reads_recorded_runs(tmp_path):
                           "--resume"], capture_output=True, text=True, timeout=600)
     assert cut.returncode == 2 and cut.stderr.strip().splitlines() == [
         f"train_study: --resume: {rec}: not a run record (JSONDecodeError)"], cut.stderr
+
+
+def test_data_parallel_over_gloo(tmp_path):
+    """--dp: each run data-parallel over two processes (DDP over gloo on the CPU), recorded
+    once by rank 0, the same bits when run again; the manifest names the backend."""
+    import json
+    args = ("--configs", "deepseek-v3", "--tasks", "digits", "--dp", "--procs", "2")
+    first = study(tmp_path / "a", *args)
+    again = study(tmp_path / "b", *args)
+    assert first == again
+    assert len(first["train_final.csv"]) == 1
+    assert sorted(os.listdir(tmp_path / "a" / "runs")) == ["digits-deepseek-v3-1000.json"]
+    manifest = json.loads((tmp_path / "a" / "train_study.json").read_text())
+    assert (manifest["backend"], manifest["dp"], manifest["procs"]) == ("gloo", True, 2)
