@@ -286,6 +286,7 @@ class Engine {
     c_min_exponent_ = c_min_exponent(m_);
     fp32_output_ = o == format_by_name("fp32");
     zero_matters_ = zero_exponent_matters(m_, A.format, B.format);
+    group_sums_fast_ = group_sums_fit(A.format, B.format);
   }
 
   // One output: the chain of steps over K, chunks promoted into the FP32 main accumulator.
@@ -325,7 +326,7 @@ class Engine {
         } else {
           for (; k < stop; k += g) {
             const int n = std::min(g, stop - k);
-            acc = m_.block_scale ? scaled_step(a + k, ea + k, b + k, eb + k, n, acc, sc, k)
+            acc = m_.block_scale ? scaled_step(a + k, ea + k, b + k, eb + k, n, acc, sc, k, special)
                                  : step(a + k, ea + k, b + k, eb + k, n, acc, special);
           }
         }
@@ -367,10 +368,14 @@ class Engine {
     return reference_step(a, ea, b, eb, n, c);
   }
 
-  // A step of a model with block scales inside the MMA (the reference step): product i's
-  // scales are those of element k + i's block.
+  // A step of a model with block scales inside the MMA: product i's scales are those of
+  // element k + i's block. Group sums take group_sum_step where it is exact, everything else
+  // the reference step.
   double scaled_step(const float* a, const std::int16_t* ea, const float* b,
-                     const std::int16_t* eb, int n, double c, const ScaleRows& sc, int k) const {
+                     const std::int16_t* eb, int n, double c, const ScaleRows& sc, int k,
+                     bool special) const {
+    if (group_sums_fast_ && !special && std::isfinite(c))
+      if (const auto r = group_sum_step(a, b, n, c, sc, k)) return *r;
     thread_local std::vector<double> xa, xb;
     xa.resize(n);
     xb.resize(n);
@@ -379,6 +384,69 @@ class Engine {
       xb[i] = sc.b[(k + i) / sc.block];
     }
     return reference_step(a, ea, b, eb, n, c, StepScales{xa.data(), xb.data()});
+  }
+
+  // Whether group_sum_step is exact for this model on operands of formats fa and fb: a
+  // one-lane fused step of group sums that c joins, cut rz or rne, where each group's sum is
+  // exact in a double, times its two scales too, and the cut terms and their sum fit int64.
+  bool group_sums_fit(const FormatSpec& fa, const FormatSpec& fb) const {
+    const auto& in = m_.block_scale;
+    if (m_.group_sum < 2 || !in || m_.lanes != 1 || m_.c_entry != CEntry::join || m_.block != 0 ||
+        m_.exact || m_.renormalise_products || m_.arithmetic != StepArithmetic::fused ||
+        m_.group < 1 || (m_.term_cut != Rounding::rz && m_.term_cut != Rounding::rne))
+      return false;
+    const int lo_p = min_normal_exponent(fa) - fa.mantissa_bits + min_normal_exponent(fb) -
+                     fb.mantissa_bits;  // every product is a multiple of 2^lo_p
+    const int hi_sum = max_exponent(fa) + max_exponent(fb) + 2 +  // |group sum| < 2^hi_sum
+                       static_cast<int>(std::bit_width(static_cast<unsigned>(m_.group_sum)));
+    const int terms = m_.group / m_.group_sum + 1;  // and c
+    return hi_sum - lo_p + 2 * (in->format.mantissa_bits + 1) <= 53 &&
+           hi_sum + 2 + m_.frac_bits + static_cast<int>(std::bit_width(unsigned(terms))) <= 62;
+  }
+
+  // fused_step_exponents for a group-sum model (FP4 MMAs: kind::mxf4, kind::mxf4nvf4) on
+  // finite operands and c, as step_terms (sim/accumulator.cpp) forms its terms: each group's
+  // products summed exactly, times its two scales, aligned on the scales' exponents; a group
+  // whose products are all zero, or with a zero scale, is a zero term. nullopt where a scale
+  // is NaN or Inf (the reference step's special values).
+  std::optional<double> group_sum_step(const float* a, const float* b, int n, double c,
+                                       const ScaleRows& sc, int k) const {
+    const int gs = m_.group_sum, smin = min_normal_exponent(m_.block_scale->format);
+    thread_local std::vector<double> v;
+    v.clear();
+    int emax = INT_MIN / 2;
+    bool zero_term = c == 0.0;  // a zero c joins as a zero term
+    for (int i = 0; i < n; i += gs) {
+      const double xa = sc.a[(k + i) / sc.block], xb = sc.b[(k + i) / sc.block];
+      if (!std::isfinite(xa) || !std::isfinite(xb)) return std::nullopt;
+      double sum = 0.0;
+      bool all_zero = true;
+      for (int j = i; j < std::min(n, i + gs); ++j) {
+        const double p = double(a[j]) * double(b[j]);
+        sum += p;  // exact: group_sums_fit
+        all_zero = all_zero && p == 0.0;
+      }
+      if (all_zero || xa == 0.0 || xb == 0.0) {
+        zero_term = true;
+        continue;
+      }
+      const int te = std::max(std::ilogb(xa), smin) + std::max(std::ilogb(xb), smin);
+      v.push_back(sum * xa * xb);
+      emax = std::max(emax, te);
+    }
+    if (zero_term && m_.zero_exponent) emax = std::max(emax, *m_.zero_exponent);
+    if (c != 0.0) emax = std::max({emax, exponent_of_normal(c), c_min_exponent_});
+    if (emax == INT_MIN / 2) return 0.0;  // no term aligns and c is zero
+    const int grid = emax - m_.frac_bits;
+    const bool rz = m_.term_cut == Rounding::rz;
+    const auto cut = [&](double x) {
+      const double y = std::ldexp(x, -grid);
+      return static_cast<std::int64_t>(rz ? std::trunc(y) : std::nearbyint(y));
+    };
+    std::int64_t total = 0;
+    for (const double x : v) total += cut(x);
+    if (c != 0.0) total += cut(c);
+    return round_accumulator_output_fast(total, grid);
   }
 
   double reference_step(const float* a, const std::int16_t* ea, const float* b,
@@ -525,6 +593,7 @@ class Engine {
   int c_min_exponent_ = 0;
   bool fp32_output_ = false;
   bool zero_matters_ = false;  // m_.zero_exponent can change a step on these formats
+  bool group_sums_fast_ = false;  // group_sum_step is exact (group_sums_fit)
   mutable std::mutex error_mutex_;
   mutable std::string error_;
 };

@@ -157,7 +157,8 @@ TEST_CASE("engine equals the reference step over a grid of models", "[unit][diff
       const Operand B = random_operand(format_by_name("e5m2"), N, K, stream++);
       std::vector<float> C(M * N);
       for (std::size_t i = 0; i < C.size(); ++i)
-        C[i] = std::ldexp(float(random_u64(test_seed(), stream, i) % 2001) - 1000.0f, -6);
+        C[i] = i % 4 == 0 ? 0.0f
+                          : std::ldexp(float(random_u64(test_seed(), stream, i) % 2001) - 1000.0f, -6);
       ++stream;
       for (int promote : {0, 64}) {
         if (promote % g) continue;
@@ -172,10 +173,13 @@ TEST_CASE("engine equals the reference step over a grid of models", "[unit][diff
 // Block-scaled models (scales inside the MMA): gemm() equals chained_dot with each element's
 // scales, for every preset that has them, on FP8/FP6/FP4 operands and every scale code.
 // Scales near 1 only: power-of-two scales fold into the operands (the fast paths); every
-// code (2^-127, 2^127, NaN): scaled elements leave fp32, so the reference step runs.
+// code (2^-127, 2^127, NaN): scaled elements leave fp32, so the reference step runs; low
+// scales (UE4M3's lowest codes: zero, subnormals; UE8M0 2^-95..2^-66, whose products bring
+// the terms near the zero exponent and fp32's subnormals): zero terms and clamped scale
+// exponents, which group sums align on. A quarter of C is zero (a zero term).
 TEST_CASE("block-scaled models: engine equals chained_dot with the scales",
           "[unit][differential]") {
-  const int M = 3, N = 4, K = 256;
+  const int M = 8, N = 8, K = 256;
   std::uint64_t stream = 9000;
   for (const auto& p : accumulator_presets()) {
     if (!p.block_scale) continue;
@@ -185,7 +189,7 @@ TEST_CASE("block-scaled models: engine equals chained_dot with the scales",
     s.out_type = format_by_name("fp32");
     const FormatSpec& sf = p.block_scale->format;
     const bool fp4 = p.group_sum > 1;  // group sums: e2m1 operands (mxf4, mxf4nvf4)
-    for (const bool every_code : {false, true})
+    for (const int every_code : {0, 1, 2})
     for (const char* fa : {"e4m3", "e5m2", "e3m2", "e2m3", "e2m1"}) {
       if (fp4 && std::string(fa) != "e2m1") continue;
       const Operand A = random_operand(format_by_name(fa), M, K, stream++);
@@ -196,8 +200,12 @@ TEST_CASE("block-scaled models: engine equals chained_dot with the scales",
         for (std::size_t i = 0; i < n; ++i) {
           // Scales near 1 mostly (so products stay in range), every code sometimes.
           const std::uint64_t r = random_u64(test_seed(), stream, i);
-          const std::uint32_t c = every_code && r % 8 == 0 ? std::uint32_t(r >> 8) % code_count(sf)
-                                             : encode(std::ldexp(1.0, int(r >> 8) % 9 - 4), sf);
+          const std::uint32_t c =
+              every_code == 2 && r % 2 == 0
+                  ? (sf.mantissa_bits == 0 ? encode(std::ldexp(1.0, -66 - int(r >> 8) % 30), sf)
+                                           : std::uint32_t(r >> 8) % 16)  // lowest codes
+              : every_code == 1 && r % 8 == 0 ? std::uint32_t(r >> 8) % code_count(sf)
+                                              : encode(std::ldexp(1.0, int(r >> 8) % 9 - 4), sf);
           v[i] = float(decode(sf, c));
         }
         ++stream;
@@ -206,7 +214,8 @@ TEST_CASE("block-scaled models: engine equals chained_dot with the scales",
       const auto sa = scale_codes(sh.a_rows * sh.a_cols), sb = scale_codes(sh.b_rows * sh.b_cols);
       std::vector<float> C(M * N);
       for (std::size_t i = 0; i < C.size(); ++i)
-        C[i] = std::ldexp(float(random_u64(test_seed(), stream, i) % 2001) - 1000.0f, -6);
+        C[i] = i % 4 == 0 ? 0.0f
+                          : std::ldexp(float(random_u64(test_seed(), stream, i) % 2001) - 1000.0f, -6);
       ++stream;
       std::vector<float> D(M * N);
       gemm(s, A, B, C, sa, sb, D);
