@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "device_gemm.hpp"
+#include "device_memory.cuh"
 #include "gemm_engine_tiled.cuh"
 
 namespace fp8sim {
@@ -30,43 +31,10 @@ namespace {
 using gpu::FastPath;
 using gpu::Params;
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("device cuda: ") + what + ": " + cudaGetErrorString(e));
-}
-
-// Device memory, stream-ordered: allocated and freed on the GEMM's stream from the device's
-// default pool (kept cached between calls: no cudaMalloc/cudaFree synchronisation per call).
-struct DeviceFree {
-  cudaStream_t stream = nullptr;
-  void operator()(void* p) const { cudaFreeAsync(p, stream); }
-};
-using DeviceBuffer = std::unique_ptr<void, DeviceFree>;
-
-DeviceBuffer device_alloc(std::size_t bytes, cudaStream_t st) {
-  void* d = nullptr;
-  check(cudaMallocAsync(&d, bytes, st), "cudaMallocAsync");
-  return DeviceBuffer(d, DeviceFree{st});
-}
-
-// Once per device: the default pool keeps freed memory for the next call.
-void keep_pool_cached() {
-  int dev = 0;
-  check(cudaGetDevice(&dev), "get device");
-  cudaMemPool_t pool;
-  check(cudaDeviceGetDefaultMemPool(&pool, dev), "memory pool");
-  std::uint64_t keep = UINT64_MAX;
-  check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "memory pool");
-}
-
-template <class T>
-T* upload(const T* host, std::size_t n, cudaStream_t st, DeviceBuffer& keep) {
-  if (host == nullptr || n == 0) return nullptr;
-  keep = device_alloc(n * sizeof(T), st);
-  void* d = keep.get();
-  check(cudaMemcpyAsync(d, host, n * sizeof(T), cudaMemcpyHostToDevice, st), "upload");
-  return static_cast<T*>(d);
-}
+using gpu::check;
+using gpu::device_alloc;
+using gpu::DeviceBuffer;
+using gpu::upload;
 
 int bit_width(unsigned x) { return x == 0 ? 0 : 32 - __builtin_clz(x); }
 
@@ -220,26 +188,12 @@ void launch_dot(Params p, bool redo_only, cudaStream_t st) {
 }  // namespace
 
 void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    cudaGetLastError();
-    throw std::runtime_error("device cuda: no CUDA device");
-  }
-  if (launch.device >= 0) check(cudaSetDevice(launch.device), "set device");
-  keep_pool_cached();
+  const gpu::LaunchStream stream(launch);
+  const cudaStream_t st = stream.get();
   // The reference step's frames (WideSum, nested for c=add) outgrow the default stack.
   std::size_t stack = 0;
   check(cudaDeviceGetLimit(&stack, cudaLimitStackSize), "stack size");
   if (stack < 8192) check(cudaDeviceSetLimit(cudaLimitStackSize, 8192), "stack size");
-  cudaStream_t st = static_cast<cudaStream_t>(launch.stream);
-  if (!st && launch.own_stream)
-    check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
-  struct StreamGuard {
-    cudaStream_t s;
-    ~StreamGuard() {
-      if (s) cudaStreamDestroy(s);
-    }
-  } guard{launch.stream ? nullptr : st};
 
   Params p;
   p.g = g;

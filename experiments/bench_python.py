@@ -10,7 +10,10 @@ from Python against the engine alone, two ways:
 With --device cuda, the same on torch CUDA tensors through the CUDA engine (operands read in
 place): the large GEMM, the per-call cost of a 1 x 1 x 32 one (checks, the code tables'
 upload, the launch and the synchronisation) as a share of it, and the NumPy route (operands
-uploaded by the engine) for comparison.
+uploaded by the engine) for comparison; then quantize of an M x K float32 CUDA tensor in 1 x 128
+tiles on the GPU against the host route (copied down, quantised on all CPU threads, codes
+copied back: what fp8sim.torch did before), and one training step (Fprop, Dgrad, Wgrad) of an
+M x K -> N Float8Linear under deepseek-v3 on CUDA tensors.
 Target: overhead <= 5% of engine time.
 """
 import argparse
@@ -83,6 +86,38 @@ def bench_cuda(a, A, B):
     print(f"cuda gemm on NumPy arrays (engine uploads) {host * 1e3:8.3f} ms")
     print(f"cuda per-call cost (1x1x32 gemm, median of 200): {tiny * 1e6:.1f} us = "
           f"{100 * tiny / big:.2f}% of the large GEMM")
+
+    import fp8sim.torch as ft
+    torch.manual_seed(0)
+    x = torch.randn(a.m, a.k, device="cuda")
+
+    def on_gpu_quantize():
+        fp8sim.quantize(x, "e4m3", "tile:128")
+        torch.cuda.synchronize()
+
+    def via_host_quantize():
+        torch.from_numpy(fp8sim.quantize(x.cpu(), "e4m3", "tile:128").codes).to(x.device)
+        torch.cuda.synchronize()
+
+    on_gpu_quantize()
+    gpu_q = best_of(a.reps, on_gpu_quantize)
+    host_q = best_of(a.reps, via_host_quantize)
+    n = a.m * a.k
+    print(f"cuda quantize {a.m}x{a.k} e4m3 tile:128 on the GPU   {gpu_q * 1e3:8.3f} ms  "
+          f"{n / gpu_q:.3g} values/s")
+    print(f"cuda quantize {a.m}x{a.k} e4m3 tile:128 via the host {host_q * 1e3:8.3f} ms  "
+          f"({host_q / gpu_q:.1f}x the GPU's time)")
+    lin = ft.Float8Linear(a.k, a.n, bias=False, recipe="deepseek-v3", device="cuda")
+    xg = x.clone().requires_grad_()
+
+    def step():
+        lin(xg).sum().backward()
+        torch.cuda.synchronize()
+
+    step()
+    t = best_of(a.reps, step)
+    print(f"cuda Float8Linear {a.m}x{a.k}->{a.n} deepseek-v3 step (3 GEMMs) {t * 1e3:8.3f} ms  "
+          f"{3 * macs / t:.3g} emulated MAC/s")
 
 
 if __name__ == "__main__":

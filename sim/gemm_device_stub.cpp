@@ -1,7 +1,9 @@
-// gemm_device_stub: run_device_gemm() and copy_device() in a build without CUDA (linked instead of cuda/'s).
+// gemm_device_stub: the CUDA engines' entry points (run_device_gemm, copy_device,
+// run_device_amax, run_device_encode) in a build without CUDA (linked instead of cuda/'s).
 #include <stdexcept>
 
 #include "device_gemm.hpp"
+#include "device_quantize.hpp"
 
 namespace fp8sim {
 
@@ -10,6 +12,16 @@ void run_device_gemm(const DeviceGemm&, const DeviceLaunch&) {
 }
 
 void copy_device(void*, const void*, std::size_t, bool) {
+  throw std::runtime_error("device cuda: fp8sim was built without CUDA");
+}
+
+long long run_device_amax(const void*, bool, int, int, const DeviceScaleGroups&, double*,
+                          std::size_t, const DeviceLaunch&) {
+  throw std::runtime_error("device cuda: fp8sim was built without CUDA");
+}
+
+std::size_t run_device_encode(const void*, bool, int, int, const float*, int, int, const float*,
+                              const DeviceEncodeTable&, unsigned char*, const DeviceLaunch&) {
   throw std::runtime_error("device cuda: fp8sim was built without CUDA");
 }
 

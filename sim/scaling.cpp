@@ -170,58 +170,77 @@ std::vector<float> gemm_scales(const ScalingSpec& s, OperandRole role, const Qua
   return out;
 }
 
-QuantisedOperand quantise_operand(const ScalingSpec& s, OperandRole role, const FormatSpec& f,
-                                  int T, int K, std::span<const double> x, int tensor_rows,
-                                  int threads) {
-  const std::size_t n = static_cast<std::size_t>(T) * K;
-  if (x.size() != n)
-    throw std::invalid_argument(fmt::format("quantise_operand: {} values for {} x {}", x.size(), T, K));
+ScaleGroups scale_groups(const ScalingSpec& s, OperandRole role, int T, int K, int tensor_rows) {
   if (tensor_rows < 1) throw std::invalid_argument("quantise_operand: tensor_rows must be >= 1");
   const bool tiled = s.granularity == ScaleGranularity::tile ||
                      s.granularity == ScaleGranularity::block || s.granularity == ScaleGranularity::mx;
   if (tiled && K % s.nc != 0)
     throw std::invalid_argument(fmt::format(
         "scaling {}: K = {} is not a multiple of the block length {}", s.name, K, s.nc));
-  QuantisedOperand q;
-  q.scale_cols = s.granularity == ScaleGranularity::none ? 0 : tiled ? K / s.nc : 1;
-  q.scales.assign(static_cast<std::size_t>(T) * q.scale_cols, 1.0f);
+  ScaleGroups g;
+  g.cols = s.granularity == ScaleGranularity::none ? 0 : tiled ? K / s.nc : 1;
+  g.width = g.cols == 1 ? K : s.nc;
+  if (s.granularity == ScaleGranularity::tensor) g.rows_per = tensor_rows;
+  if (s.granularity == ScaleGranularity::block && role == OperandRole::b) g.rows_per = s.nc;
+  g.row_groups = g.cols == 0 ? 0 : (static_cast<std::size_t>(T) + g.rows_per - 1) / g.rows_per;
+  return g;
+}
 
-  // 0. Two-level scales: each group of tensor_rows rows' tensor scale g.
+QuantisedOperand scales_from_amax(const ScalingSpec& s, const FormatSpec& f, int T,
+                                  const ScaleGroups& g, std::span<const double> amax,
+                                  int tensor_rows) {
+  QuantisedOperand q;
+  q.scale_cols = g.cols;
+  q.scales.assign(static_cast<std::size_t>(T) * g.cols, 1.0f);
+  const std::size_t cols = g.cols;
+  // Two-level scales: each group of tensor_rows rows' tensor scale g, from its rows' blocks
+  // (only mx scales are two-level, one row per block).
   const bool two_level = s.encoding == ScaleEncoding::ue4m3;
   if (two_level) {
     q.tensor_scales.resize(T);
     for (std::size_t r0 = 0; r0 < std::size_t(T); r0 += tensor_rows) {
       const std::size_t r1 = std::min<std::size_t>(r0 + tensor_rows, T);
       double tamax = 0;
-      for (std::size_t i = r0 * K; i < r1 * K; ++i) tamax = std::max(tamax, std::fabs(x[i]));
+      for (std::size_t i = r0 * cols; i < r1 * cols; ++i) tamax = std::max(tamax, amax[i]);
       std::fill(q.tensor_scales.begin() + r0, q.tensor_scales.begin() + r1,
                 static_cast<float>(tensor_scale_for_amax(tamax, f)));
     }
   }
-  const auto tensor_scale = [&](std::size_t r) { return two_level ? double(q.tensor_scales[r]) : 1.0; };
-
-  // 1. Scales. Rows sharing a scale: tensor_rows for tensor, Nc for B's blocks, else 1.
-  int rows_per = 1;
-  if (s.granularity == ScaleGranularity::tensor) rows_per = tensor_rows;
-  if (s.granularity == ScaleGranularity::block && role == OperandRole::b) rows_per = s.nc;
-  const int cols = q.scale_cols;
-  if (cols > 0) {
-    const int width = cols == 1 ? K : s.nc;
-    const std::size_t groups = (static_cast<std::size_t>(T) + rows_per - 1) / rows_per;
-    parallel_for(groups, threads, [&](std::size_t begin, std::size_t end) {
-      for (std::size_t g = begin; g < end; ++g) {
-        const std::size_t r0 = g * rows_per, r1 = std::min<std::size_t>(r0 + rows_per, T);
-        for (int c = 0; c < cols; ++c) {
-          double amax = 0;
-          for (std::size_t r = r0; r < r1; ++r)
-            for (int k = c * width; k < (c + 1) * width; ++k)
-              amax = std::max(amax, std::fabs(x[r * K + k]));
-          const float sc = static_cast<float>(scale_for_amax(amax, f, s.encoding, tensor_scale(r0)));
-          for (std::size_t r = r0; r < r1; ++r) q.scales[r * cols + c] = sc;
-        }
-      }
-    });
+  for (std::size_t rg = 0; rg < g.row_groups; ++rg) {
+    const std::size_t r0 = rg * g.rows_per, r1 = std::min<std::size_t>(r0 + g.rows_per, T);
+    const double gt = two_level ? double(q.tensor_scales[r0]) : 1.0;
+    for (std::size_t c = 0; c < cols; ++c) {
+      const float sc = static_cast<float>(scale_for_amax(amax[rg * cols + c], f, s.encoding, gt));
+      for (std::size_t r = r0; r < r1; ++r) q.scales[r * cols + c] = sc;
+    }
   }
+  return q;
+}
+
+QuantisedOperand quantise_operand(const ScalingSpec& s, OperandRole role, const FormatSpec& f,
+                                  int T, int K, std::span<const double> x, int tensor_rows,
+                                  int threads) {
+  const std::size_t n = static_cast<std::size_t>(T) * K;
+  if (x.size() != n)
+    throw std::invalid_argument(fmt::format("quantise_operand: {} values for {} x {}", x.size(), T, K));
+  const ScaleGroups g = scale_groups(s, role, T, K, tensor_rows);
+
+  // 1. Each scale group's largest magnitude, then its scale.
+  std::vector<double> amax(g.row_groups * g.cols, 0.0);
+  parallel_for(g.row_groups, threads, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t rg = begin; rg < end; ++rg) {
+      const std::size_t r0 = rg * g.rows_per, r1 = std::min<std::size_t>(r0 + g.rows_per, T);
+      for (int c = 0; c < g.cols; ++c) {
+        double m = 0;
+        for (std::size_t r = r0; r < r1; ++r)
+          for (int k = c * g.width; k < (c + 1) * g.width; ++k) m = std::max(m, std::fabs(x[r * K + k]));
+        amax[rg * g.cols + c] = m;
+      }
+    }
+  });
+  QuantisedOperand q = scales_from_amax(s, f, T, g, amax, tensor_rows);
+  const bool two_level = !q.tensor_scales.empty();
+  const int cols = q.scale_cols;
 
   // 2. Elements: q = RNE(x / s), saturating.
   const RoundingSpec rne_sat{Rounding::rne, Overflow::saturate, 32};
@@ -231,7 +250,7 @@ QuantisedOperand quantise_operand(const ScalingSpec& s, OperandRole role, const 
   parallel_for(static_cast<std::size_t>(T), threads, [&](std::size_t begin, std::size_t end) {
     for (std::size_t t = begin; t < end; ++t)
       for (int k = 0; k < K; ++k) {
-        const double sc = tensor_scale(t) *
+        const double sc = (two_level ? double(q.tensor_scales[t]) : 1.0) *
                           (cols == 0 ? 1.0 : q.scales[t * cols + (cols == 1 ? 0 : k / s.nc)]);
         const double v = x[t * K + k] / sc;
         if (std::fabs(v) > fmax) ++saturated[t];

@@ -98,6 +98,24 @@ QuantisedOperand quantise_operand(const ScalingSpec& s, OperandRole role, const 
                                   int T, int K, std::span<const double> x, int tensor_rows,
                                   int threads = 0);
 
+// Which elements share a scale: groups of rows_per rows (the last one may be shorter) by
+// `width` columns; cols groups along K (0 for none). Throws std::invalid_argument as
+// quantise_operand does (K not a multiple of Nc, tensor_rows < 1).
+struct ScaleGroups {
+  int rows_per = 1;
+  int width = 0;
+  int cols = 0;
+  std::size_t row_groups = 0;
+};
+ScaleGroups scale_groups(const ScalingSpec& s, OperandRole role, int T, int K, int tensor_rows);
+
+// The scales (and two-level tensor scales) of a T-row operand whose group (rg, c) has largest
+// magnitude amax[rg * cols + c]: quantise_operand's scales, with operand left empty. The GPU
+// quantiser (quantize_device.hpp) computes amax there and the scales here.
+QuantisedOperand scales_from_amax(const ScalingSpec& s, const FormatSpec& f, int T,
+                                  const ScaleGroups& g, std::span<const double> amax,
+                                  int tensor_rows);
+
 // q's scales in the shape the all-pairs gemm() takes for engine_scaling(s): B's Nc x Nc
 // blocks one row per block (quantise_operand repeats a block's scale on each of its Nc
 // rows); every other operand's scales as they are, one row per row.

@@ -42,7 +42,7 @@ def as_array(x: ArrayLike, dtype: Optional[type] = None) -> np.ndarray:
     if mod.startswith("torch"):
         t = x.detach()
         if t.device.type != "cpu":
-            raise ValueError(f"tensor on {t.device}: only gemm() takes CUDA tensors; move "
+            raise ValueError(f"tensor on {t.device}: only gemm() and quantize() take CUDA tensors; move "
                              "this argument to the CPU")
         if t.dtype.itemsize == 1 and t.dtype.is_floating_point:
             import torch
@@ -174,6 +174,9 @@ def quantize(x: ArrayLike, fmt: str = "e4m3", granularity: str = "tensor",
     fp32 tensor scale, NVIDIA's recipe). scale_encoding: ``"fp32"`` (default), ``"pow2"``,
     ``"e8m0"`` (mx: ``"e8m0"`` or ``"ue4m3"``). Elements are ``RNE(x / s)`` with saturation: the engine's only rounding,
     so ``rounding`` must be ``"rne"``. ``tensor_rows`` (0: all T) rows share a tensor scale.
+    A torch CUDA tensor (float32, float64, bf16 or fp16; formats of at most 8 bits) is
+    quantised on its GPU, read in place: ``codes`` is then a uint8 CUDA tensor on that device,
+    the scales NumPy arrays as always, every bit as on the CPU.
 
     >>> q = quantize([[1.0, -2.0, 896.0, 0.5]], "e4m3")
     >>> q.scales.tolist(), decode(q.codes, "e4m3").tolist(), q.scaling
@@ -184,8 +187,26 @@ def quantize(x: ArrayLike, fmt: str = "e4m3", granularity: str = "tensor",
     text = granularity.replace(":", "")
     if scale_encoding is not None and scale_encoding != "fp32":
         text += ":" + scale_encoding
+    if _on_cuda(x):
+        return _quantize_cuda(x, fmt, text, role, tensor_rows)
     a = as_array(x, np.float64)
     return Quantized(*_core.quantize(a, fmt, text, role, tensor_rows, threads))
+
+
+def _quantize_cuda(x, fmt: str, scaling: str, role: str, tensor_rows: int) -> Quantized:
+    """quantize() of a torch CUDA tensor on its device and torch's current stream: codes a
+    uint8 CUDA tensor, scales on the host (the same bits as on the CPU)."""
+    import torch
+    t = x.detach()
+    if t.dtype in (torch.bfloat16, torch.float16):
+        t = t.float()  # exact
+    elif t.dtype not in (torch.float32, torch.float64):
+        t = t.double()  # as the CPU path reads them
+    t = t.contiguous()
+    codes = torch.empty(t.shape, dtype=torch.uint8, device=t.device)
+    stream = torch.cuda.current_stream(t.device).cuda_stream
+    return Quantized(codes, *_core.quantize_cuda(t, codes, fmt, scaling, role, tensor_rows,
+                                                  stream))
 
 
 def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: str = "e4m3",

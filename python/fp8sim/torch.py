@@ -4,8 +4,9 @@ Every numeric step runs in fp8sim's C++ core through three ``torch.library`` cus
 fake kernels (``fp8sim::gemm``, ``fp8sim::quantize``, ``fp8sim::encode``), so the functions
 here work under ``torch.compile(fullgraph=True)``. CPU and CUDA tensors: on CUDA tensors
 ``fp8sim::gemm`` runs the CUDA engine in place (device pointers, torch's current stream, the
-same bits as the CPU engine), while ``fp8sim::quantize`` and ``fp8sim::encode`` (elementwise)
-run on the CPU and return tensors on the input's device.
+same bits as the CPU engine) and ``fp8sim::quantize`` runs on the GPU (amax per scale
+block there, scales on the host, every code there), while ``fp8sim::encode`` runs on the CPU
+and returns a tensor on the input's device.
 
 What ``scaled_mm`` models of cuBLASLt (``torch._scaled_mm``), all measured on an H100 and an
 H200 with CUDA 13 (README "cuBLASLt"): Hopper ``wgmma`` promoted to FP32 every 128 K
@@ -102,10 +103,13 @@ def quantize(x: torch.Tensor, fmt: str = "e4m3", granularity: str = "tensor",
     >>> codes.tolist(), scales.tolist()
     ([[48, 126]], [[2.0]])
     """
-    q = _fp8sim.quantize(x.detach().cpu(), fmt, granularity, scale_encoding or None, role=role)
+    if x.is_cuda:  # on the GPU: codes stay there, the scales come back (they are few)
+        q = _fp8sim.quantize(x, fmt, granularity, scale_encoding or None, role=role)
+        return q.codes, torch.from_numpy(q.scales).to(x.device)
+    q = _fp8sim.quantize(x.detach(), fmt, granularity, scale_encoding or None, role=role)
     if q.codes.dtype.itemsize != 1:
         raise ValueError(f"fp8sim::quantize: format {fmt} has more than 8 bits")
-    return (torch.from_numpy(q.codes).to(x.device), torch.from_numpy(q.scales).to(x.device))
+    return torch.from_numpy(q.codes), torch.from_numpy(q.scales)
 
 
 @quantize.register_fake

@@ -5,6 +5,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 
 #include "arrays.hpp"
@@ -13,6 +14,7 @@
 #include "format.hpp"
 #include "rng.hpp"
 #include "rounding.hpp"
+#include "quantize_device.hpp"
 #include "scaling.hpp"
 
 namespace fp8sim::py {
@@ -138,15 +140,40 @@ nb::tuple table(const std::string& format) {
                         to_numpy(std::move(values), {n}));
 }
 
-// quantise_operand on a T x K array; scales come back in the shape gemm() takes for the
-// engine's scaling (B's 128 x 128 blocks one row per block).
+OperandRole role_by_name(const std::string& role) {
+  if (role != "a" && role != "b")
+    throw std::invalid_argument(fmt::format("unknown role '{}' (a, b)", role));
+  return role == "a" ? OperandRole::a : OperandRole::b;
+}
+
+// A quantised operand's scales in the shape gemm() takes for the engine's scaling (B's
+// 128 x 128 blocks one row per block; a scale for the whole tensor is one scale, "tensor"):
+// (scales, gemm scaling, block, saturated, tensor scales or None).
+nb::tuple scales_tuple(const ScalingSpec& s, OperandRole r, QuantisedOperand&& q, int T,
+                       int tensor_rows) {
+  std::string name(to_string(engine_scaling(s)));
+  std::vector<float> scales = gemm_scales(s, r, q);
+  const std::size_t cols = q.scale_cols;
+  if (s.granularity == ScaleGranularity::tensor && (tensor_rows <= 0 || tensor_rows >= T)) {
+    scales.resize(std::min(scales.size(), cols));
+    name = "tensor";
+  }
+  const std::size_t rows = cols ? scales.size() / cols : 0;
+  nb::object tensor_scales = nb::none();
+  if (!q.tensor_scales.empty()) {
+    const std::size_t n = q.tensor_scales.size();
+    tensor_scales = nb::cast(to_numpy(std::move(q.tensor_scales), {n, 1}));
+  }
+  return nb::make_tuple(to_numpy(std::move(scales), {rows, cols}), name, s.nc ? s.nc : 128,
+                        q.saturated, tensor_scales);
+}
+
+// quantise_operand on a T x K array: (codes, then scales_tuple's five).
 nb::tuple quantize(const AnyArray& x, const std::string& format, const std::string& scaling,
                    const std::string& role, int tensor_rows, int threads) {
   const FormatSpec f = format_by_name(format);
   const ScalingSpec s = scaling_by_name(scaling);
-  if (role != "a" && role != "b")
-    throw std::invalid_argument(fmt::format("unknown role '{}' (a, b)", role));
-  const OperandRole r = role == "a" ? OperandRole::a : OperandRole::b;
+  const OperandRole r = role_by_name(role);
   const View v = view(x, "x", "<f8", 2);
   const int T = int(v.shape[0]), K = int(v.shape[1]);
   const auto* p = static_cast<const double*>(v.data);
@@ -161,24 +188,37 @@ nb::tuple quantize(const AnyArray& x, const std::string& format, const std::stri
   }
   std::vector<std::uint32_t> codes(v.size());
   for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = encode(q.operand.value[i], f);
-  // Scales in gemm()'s shape; a scale for the whole tensor is one scale (Scaling::tensor).
-  const Scaling engine = engine_scaling(s);
-  std::string name(to_string(engine));
-  std::vector<float> scales = gemm_scales(s, r, q);
-  const std::size_t cols = q.scale_cols;
-  if (s.granularity == ScaleGranularity::tensor && (tensor_rows <= 0 || tensor_rows >= T)) {
-    scales.resize(std::min(scales.size(), cols));
-    name = "tensor";
+  nb::object c = codes_to_numpy(std::move(codes), total_bits(f), v.shape);
+  const nb::tuple rest = scales_tuple(s, r, std::move(q), T, tensor_rows);
+  return nb::make_tuple(c, rest[0], rest[1], rest[2], rest[3], rest[4]);
+}
+
+// quantise_resident: x (T x K float32 or float64) and codes (T x K uint8, written) on one CUDA
+// device, on `stream`; returns scales_tuple's five.
+nb::tuple quantize_cuda(const CudaArray& x, nb::ndarray<std::uint8_t, nb::device::cuda> codes,
+                        const std::string& format, const std::string& scaling,
+                        const std::string& role, int tensor_rows, std::uintptr_t stream) {
+  const FormatSpec f = format_by_name(format);
+  const ScalingSpec s = scaling_by_name(scaling);
+  const OperandRole r = role_by_name(role);
+  const View v = view(x, "x", "", 2);
+  if (v.descr != "<f4" && v.descr != "<f8")
+    throw std::invalid_argument(fmt::format("x: expected dtype <f4 or <f8, got {}", v.descr));
+  const std::size_t T = v.shape[0], K = v.shape[1];
+  if (codes.ndim() != 2 || codes.shape(0) != T || codes.shape(1) != K ||
+      codes.stride(0) != std::int64_t(K) || (K > 1 && codes.stride(1) != 1))
+    throw std::invalid_argument(fmt::format("codes: expected a C-contiguous ({}, {}) uint8 array", T, K));
+  if (codes.device_id() != x.device_id())
+    throw std::invalid_argument(fmt::format("codes: on CUDA device {}, x on device {}",
+                                            codes.device_id(), x.device_id()));
+  QuantisedOperand q;
+  {
+    nb::gil_scoped_release release;
+    q = quantise_resident(s, r, f, int(T), int(K), v.data, v.descr == "<f8",
+                          tensor_rows <= 0 ? int(T) : tensor_rows, codes.data(),
+                          reinterpret_cast<void*>(stream), x.device_id());
   }
-  const std::size_t rows = cols ? scales.size() / cols : 0;
-  nb::object tensor_scales = nb::none();
-  if (!q.tensor_scales.empty()) {
-    const std::size_t n = q.tensor_scales.size();
-    tensor_scales = nb::cast(to_numpy(std::move(q.tensor_scales), {n, 1}));
-  }
-  return nb::make_tuple(codes_to_numpy(std::move(codes), total_bits(f), v.shape),
-                        to_numpy(std::move(scales), {rows, cols}), name,
-                        s.nc ? s.nc : 128, q.saturated, tensor_scales);
+  return scales_tuple(s, r, std::move(q), int(T), tensor_rows);
 }
 
 }  // namespace
@@ -203,7 +243,11 @@ void bind_format(nb::module_& m) {
   m.def("table", &table, nb::arg("fmt"), "Every code of a format (<= 16 bits) and its value.");
   m.def("quantize", &quantize, nb::arg("x"), nb::arg("fmt"), nb::arg("scaling"),
         nb::arg("role") = "a", nb::arg("tensor_rows") = 0, nb::arg("threads") = 0,
-        "quantise_operand: (codes, scales, gemm scaling, block, saturated).");
+        "quantise_operand: (codes, scales, gemm scaling, block, saturated, tensor scales).");
+  m.def("quantize_cuda", &quantize_cuda, nb::arg("x"), nb::arg("codes"), nb::arg("fmt"),
+        nb::arg("scaling"), nb::arg("role"), nb::arg("tensor_rows"), nb::arg("stream"),
+        "quantise_resident: codes written in place on x's CUDA device; returns (scales, gemm "
+        "scaling, block, saturated, tensor scales).");
 }
 
 }  // namespace fp8sim::py

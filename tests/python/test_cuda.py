@@ -172,3 +172,69 @@ def test_block_scaled_models_on_cuda_tensors(rng, model, fmt, scale):
                       b_scales=torch.from_numpy(sb.astype(np.float32)).cuda(), **kw)
     assert got.is_cuda
     np.testing.assert_array_equal(got.cpu().numpy().view(np.uint32), want.view(np.uint32))
+
+
+QUANT_FORMATS = ["e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e3m4", "e2m3", "e3m2", "e2m1", "e3m3"]
+QUANT_SCALINGS = [("none", None, "a"), ("tensor", None, "a"), ("tensor", "pow2", "a"),
+                  ("row", None, "a"), ("tile:128", None, "a"), ("tile:128", "pow2", "b"),
+                  ("block:128", None, "a"), ("block:128", None, "b"), ("mx", None, "a"),
+                  ("mx:16", None, "b"), ("mx", "ue4m3", "a"), ("nvfp4", None, "b")]
+
+
+def quant_inputs(rng, fmt, T=200, K=256):
+    """Hostile inputs for the quantiser: draws over 2^-40..2^40, and rows where the scale is
+    1 (their largest magnitude the format's max, pow2 scales) holding every value of the
+    format, every midpoint between neighbours (ties), values just off them, signed zeros and
+    magnitudes below half the smallest subnormal."""
+    x = rng.normal(size=(T, K)) * np.exp2(rng.integers(-40, 40, size=(T, 1)))
+    x[rng.random(size=x.shape) < 0.05] = 0.0
+    _, values = fp8sim.table(fmt)
+    v = np.unique(np.abs(values[np.isfinite(values)]))
+    mids = (v[:-1] + v[1:]) / 2
+    special = np.concatenate([v, mids, np.nextafter(mids, 0), np.nextafter(mids, np.inf),
+                              [-0.0, v[1] / 2, v[1] / 4, v[-1] * 1.01]])
+    special = np.concatenate([special, -special])
+    rows = -(-special.size // (K - 1))
+    tail = np.zeros(rows * (K - 1))
+    tail[:special.size] = rng.permutation(special)
+    x[:rows, :-1] = tail.reshape(rows, K - 1)
+    x[:rows, -1] = v[-1]  # each such row's largest magnitude: the format's max
+    return x
+
+
+@pytest.mark.parametrize("fmt", QUANT_FORMATS)
+def test_quantize_on_cuda_gives_cpu_bits(rng, fmt):
+    """quantize of a CUDA tensor (GPU: amax per block, codes) against the CPU quantiser: every
+    code, scale, tensor scale and saturation count, for every scaling, in float64 (values
+    float32 cannot hold), float32 and bf16."""
+    x64 = quant_inputs(rng, fmt)
+    for dtype in (torch.float64, torch.float32, torch.bfloat16):
+        xt = torch.from_numpy(x64).to(dtype)
+        for gran, enc, role in QUANT_SCALINGS:
+            want = fp8sim.quantize(xt.double().numpy(), fmt, gran, enc, role=role, tensor_rows=64)
+            got = fp8sim.quantize(xt.cuda(), fmt, gran, enc, role=role, tensor_rows=64)
+            where = f"{fmt} {gran}:{enc} role {role} {dtype}"
+            assert got.codes.is_cuda and got.codes.dtype == torch.uint8, where
+            np.testing.assert_array_equal(got.codes.cpu().numpy(), want.codes, err_msg=where)
+            np.testing.assert_array_equal(got.scales.view(np.uint32), want.scales.view(np.uint32),
+                                          err_msg=where)
+            assert (got.scaling, got.block, got.saturated) == \
+                (want.scaling, want.block, want.saturated), where
+            assert (got.tensor_scales is None) == (want.tensor_scales is None), where
+            if want.tensor_scales is not None:
+                np.testing.assert_array_equal(got.tensor_scales, want.tensor_scales, err_msg=where)
+
+
+def test_quantize_on_cuda_refuses_bad_input_in_one_line():
+    x = torch.ones(4, 256, device="cuda")
+    x[2, 7] = float("nan")
+    with pytest.raises(ValueError, match=r"^x: value at index 519 is nan$"):
+        fp8sim.quantize(x, "e4m3", "none")
+    with pytest.raises(ValueError, match=r"^x: value at index 519 is nan$"):
+        fp8sim.quantize(x, "e4m3", "tile:128")
+    with pytest.raises(ValueError, match="format 'fp16' is 16 bits wide"):
+        fp8sim.quantize(torch.ones(4, 256, device="cuda"), "fp16")
+    with pytest.raises(ValueError, match="not a multiple of the block length 128"):
+        fp8sim.quantize(torch.ones(4, 200, device="cuda"), "e4m3", "tile:128")
+    codes, scales = torch.ops.fp8sim.quantize(torch.ones(3, 32, device="cuda"))
+    assert codes.is_cuda and scales.is_cuda

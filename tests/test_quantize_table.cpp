@@ -1,0 +1,65 @@
+// test_quantize_table: the GPU quantiser's rounding (device_quantize.hpp's table_encode, the
+// same inline function nvcc compiles into the kernel) against encode() with RNE and
+// saturation, on every value, every midpoint and its neighbours, signed zeros, magnitudes
+// beyond the largest value and random doubles over the whole range, for every signed format
+// of at most 8 bits the quantiser takes. Runs on the CPU, so CI checks it without a GPU.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "device_quantize.hpp"
+#include "format.hpp"
+#include "quantize_device.hpp"
+#include "rounding.hpp"
+
+using namespace fp8sim;
+
+namespace {
+
+// What the CPU quantiser hands back for v: encode with RNE and saturation, as the code of
+// its value (fp8sim.quantize's codes).
+unsigned oracle(double v, const FormatSpec& f) {
+  return encode(decode(f, encode(v, f, RoundingSpec{Rounding::rne, Overflow::saturate, 32})), f);
+}
+
+}  // namespace
+
+TEST_CASE("the GPU quantiser's table rounds as encode() does", "[quantize][exhaustive]") {
+  std::mt19937_64 gen(1);
+  for (const char* name : {"e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e3m4", "e2m3", "e3m2",
+                           "e2m1", "e3m3", "e2m2", "e6m1", "e1m6"}) {
+    const FormatSpec f = format_by_name(name);
+    const DeviceEncodeTable t = device_encode_table(f);
+    std::vector<double> probes = {0.0, -0.0, std::numeric_limits<double>::denorm_min(),
+                                  2 * t.value[t.n - 1], 1e300};
+    for (int i = 0; i < t.n; ++i) {
+      const double v = t.value[i];
+      probes.insert(probes.end(), {v, std::nextafter(v, 0.0), std::nextafter(v, INFINITY)});
+      if (i + 1 < t.n) {
+        const double mid = 0.5 * (v + t.value[i + 1]);
+        probes.insert(probes.end(), {mid, std::nextafter(mid, 0.0), std::nextafter(mid, INFINITY)});
+      }
+    }
+    std::uniform_real_distribution<double> exponent(std::log2(t.value[1]) - 4,
+                                                    std::log2(t.value[t.n - 1]) + 2);
+    for (int i = 0; i < 20000; ++i) probes.push_back(std::exp2(exponent(gen)));
+    int mismatches = 0;
+    for (double p : probes)
+      for (double v : {p, -p}) {
+        const unsigned want = oracle(v, f), got = table_encode(v, t);
+        if (want != got && ++mismatches <= 5)
+          FAIL_CHECK(name << ": table_encode(" << v << ") = " << got << ", encode gives " << want);
+      }
+    CHECK(mismatches == 0);
+  }
+}
+
+TEST_CASE("the GPU quantiser refuses formats it cannot round", "[quantize]") {
+  CHECK_THROWS_AS(device_encode_table(format_by_name("fp16")), std::invalid_argument);
+  CHECK_THROWS_AS(device_encode_table(format_by_name("ue8m0")), std::invalid_argument);
+  CHECK_THROWS_AS(device_encode_table(format_by_name("ue4m3")), std::invalid_argument);
+}
