@@ -33,7 +33,8 @@ def as_array(x: ArrayLike, dtype: Optional[type] = None) -> np.ndarray:
     """``x`` as a C-contiguous NumPy array, without a copy where ``x`` already is one.
 
     torch CPU tensors are viewed through ``Tensor.numpy()`` (shared memory); torch FP8
-    tensors (``float8_e4m3fn``, ``float8_e5m2``, ...) are viewed as their uint8 codes.
+    tensors (``float8_e4m3fn``, ``float8_e5m2``, ...) are viewed as their uint8 codes, and
+    bf16 tensors, which NumPy cannot hold, come as float32 copies (the same values).
 
     >>> as_array([1.0, 2.0]).dtype
     dtype('float64')
@@ -44,9 +45,11 @@ def as_array(x: ArrayLike, dtype: Optional[type] = None) -> np.ndarray:
         if t.device.type != "cpu":
             raise ValueError(f"tensor on {t.device}: only gemm() and quantize() take CUDA tensors; move "
                              "this argument to the CPU")
+        import torch
         if t.dtype.itemsize == 1 and t.dtype.is_floating_point:
-            import torch
             t = t.view(torch.uint8)
+        elif t.dtype == torch.bfloat16:
+            t = t.float()  # NumPy has no bfloat16; every bf16 value is a float32 value
         x = t.numpy()
     a = np.asarray(x) if dtype is None else np.asarray(x, dtype=dtype)
     return np.ascontiguousarray(a)

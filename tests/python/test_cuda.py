@@ -206,9 +206,9 @@ def quant_inputs(rng, fmt, T=200, K=256):
 def test_quantize_on_cuda_gives_cpu_bits(rng, fmt):
     """quantize of a CUDA tensor (GPU: amax per block, codes) against the CPU quantiser: every
     code, scale, tensor scale and saturation count, for every scaling, in float64 (values
-    float32 cannot hold), float32 and bf16."""
+    float32 cannot hold), float32, bf16 and int64 (read as float64, as the CPU reads it)."""
     x64 = quant_inputs(rng, fmt)
-    for dtype in (torch.float64, torch.float32, torch.bfloat16):
+    for dtype in (torch.float64, torch.float32, torch.bfloat16, torch.int64):
         xt = torch.from_numpy(x64).to(dtype)
         for gran, enc, role in QUANT_SCALINGS:
             want = fp8sim.quantize(xt.double().numpy(), fmt, gran, enc, role=role, tensor_rows=64)

@@ -44,6 +44,25 @@ def test_gradients_are_the_three_gemms(name, rng):
     assert rel < 0.1, f"{name}: relative error {rel:.3g}"
 
 
+def test_bf16_layers_are_the_three_gemms_on_their_values(rng):
+    """A bf16 Float8Linear (NumPy has no bfloat16) quantises the bf16 values themselves: its
+    outputs and gradients are the direct GEMMs on those values, rounded to bf16."""
+    T, IN, OUT = 128, 256, 128
+    r = ft.recipe("deepseek-v3")
+    x = torch.from_numpy(rng.normal(size=(T, IN)).astype(np.float32)).bfloat16().requires_grad_()
+    lin = ft.Float8Linear(IN, OUT, bias=False, recipe=r).bfloat16()
+    dy = torch.from_numpy(rng.normal(size=(T, OUT)).astype(np.float32)).bfloat16()
+    y = lin(x)
+    y.backward(dy)
+    xn, wn, dyn = (t.detach().double().numpy() for t in (x, lin.weight, dy))
+    bf16 = lambda d: torch.from_numpy(d).bfloat16()  # noqa: E731
+    assert y.dtype == torch.bfloat16 and torch.equal(y.detach(), bf16(direct_mm(r.fprop, xn, wn)))
+    assert torch.equal(x.grad, bf16(direct_mm(r.dgrad, dyn, wn.T.copy())))
+    assert torch.equal(lin.weight.grad, bf16(direct_mm(r.wgrad, dyn.T.copy(), xn.T.copy())))
+    q, want = fp8sim.quantize(x.detach(), "e4m3", "tile:128"), fp8sim.quantize(xn, "e4m3", "tile:128")
+    assert np.array_equal(q.codes, want.codes) and np.array_equal(q.scales, want.scales)
+
+
 def test_convert_replaces_linears_and_shares_parameters():
     m = torch.nn.Sequential(torch.nn.Linear(128, 128), torch.nn.ReLU(),
                             torch.nn.Sequential(torch.nn.Linear(128, 128)))
