@@ -4,8 +4,9 @@
 //   tiled_gemm    integer-step models (no block, c join, or c add with an fp32 output)
 //                 with an e8mX output rounded rz/rne and a step of 16 or 32 products;
 //   dot_kernel    one thread per output through gemm_engine_step.cuh's dot_output (fast
-//                 steps where exact, reference steps elsewhere): every other model, every
-//                 output the tiled kernel hands back (kRedoBits), and batched dot products.
+//                 steps where exact, group-sum steps for FP4 block-scaled models, reference
+//                 steps elsewhere): every other model, every output the tiled kernel hands
+//                 back (kRedoBits), and batched dot products.
 // Operands are uploaded once as values, or (resident GEMMs: codes already on the device)
 // decoded once there through the format's table; alignment exponents are derived on the
 // GPU; no M x N x K temporaries. Every output is one fixed sequence along K, so results do not
@@ -42,7 +43,8 @@ int bit_width(unsigned x) { return x == 0 ? 0 : 32 - __builtin_clz(x); }
 // (the CPU's int32_float condition), double where they are in double, else none.
 FastPath choose_fast(const DeviceGemm& g) {
   const DeviceModel& m = g.model;
-  if (m.exact || m.c_entry == 1 || m.block != 0 || m.renormalise || m.group < 1) return FastPath::none;
+  if (m.exact || m.c_entry == 1 || m.block != 0 || m.renormalise || m.group < 1 || g.group_sum > 1)
+    return FastPath::none;
   const int lo = std::min(g.a_min_normal - g.a_mantissa, g.b_min_normal - g.b_mantissa);
   const int hi = g.a_max_exponent + g.b_max_exponent + 2;
   const bool float_products = g.a_mantissa + g.b_mantissa + 2 <= 24 && 2 * lo >= -126 && hi <= 127;

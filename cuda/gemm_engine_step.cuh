@@ -42,16 +42,20 @@ __device__ __forceinline__ int align_exponent(float v, int align_min) {
 __device__ __forceinline__ int fold_shift(float s) {
   return isfinite(s) && s != 0.0f ? ilogbf(s) : 0;  // a NaN scale made the element NaN
 }
+// The scales of A's element (row, k) and B's (row, k) in DeviceGemm's layout.
+__device__ __forceinline__ float a_scale(const DeviceGemm& g, int row, int k) {
+  const int kb = g.scale_block == 0 ? 0 : k / g.scale_block;
+  return g.sa[g.a_bcast ? kb : std::size_t(row) * g.a_cols + kb];
+}
+__device__ __forceinline__ float b_scale(const DeviceGemm& g, int row, int k) {
+  const int kb = g.scale_block == 0 ? 0 : k / g.scale_block;
+  return g.sb[g.b_bcast ? kb : std::size_t(row / g.b_div) * g.b_cols + kb];
+}
 __device__ __forceinline__ int a_floor(const DeviceGemm& g, int row, int k) {
-  if (!g.fold) return g.a_align_min;
-  const int kb = k / g.scale_block;
-  return g.a_align_min + fold_shift(g.sa[g.a_bcast ? kb : std::size_t(row) * g.a_cols + kb]);
+  return g.fold ? g.a_align_min + fold_shift(a_scale(g, row, k)) : g.a_align_min;
 }
 __device__ __forceinline__ int b_floor(const DeviceGemm& g, int row, int k) {
-  if (!g.fold) return g.b_align_min;
-  const int kb = k / g.scale_block;
-  return g.b_align_min +
-         fold_shift(g.sb[g.b_bcast ? kb : std::size_t(row / g.b_div) * g.b_cols + kb]);
+  return g.fold ? g.b_align_min + fold_shift(b_scale(g, row, k)) : g.b_align_min;
 }
 
 // Where a run of elements lies: the rows of A and B and the K index of its first element.
@@ -283,6 +287,73 @@ __device__ inline double fast_step(const Params& p, const float* a, const float*
   return p.out_fp32_model ? double(__fadd_rn(float(r), float(c))) : add_c_after(m, r, c);
 }
 
+// ---- the group-sum step --------------------------------------------------------------------
+
+// The step's output rounding of the exact cut sum total * 2^grid (|total| < 2^62).
+__device__ __forceinline__ double finish_int(const Params& p, long long total, int grid) {
+  if (total == 0) return 0.0;
+  const unsigned long long mag = total < 0 ? 0ull - static_cast<unsigned long long>(total)
+                                           : static_cast<unsigned long long>(total);
+  if (mag < (1ull << 53)) return finish_step(p, ldexp(static_cast<double>(total), grid));
+  Unrounded u;
+  u.neg = total < 0;
+  u.sig = mag;
+  u.exp = grid;
+  return round_output(p.g.model, u, p.g.model.output_rounding);
+}
+
+// sim's Engine::group_sum_step (DeviceGemm::group_sum): each group's products summed exactly,
+// times its two scales, aligned on the scales' exponents; a group whose products are all zero,
+// or with a zero scale, is a zero term. Operands and scales are finite; an Inf or NaN c (an
+// earlier step's overflow) stays, as the reference step keeps it.
+__device__ inline double group_sum_step(const Params& p, const float* a, const float* b, At at,
+                                        int n, double c) {
+  if (isnan(c)) return __longlong_as_double(0x7ff8000000000000LL);
+  if (isinf(c)) return c;
+  const DeviceGemm& g = p.g;
+  const DeviceModel& m = g.model;
+  const int gs = g.group_sum;
+  int emax = kNoExponent;
+  bool zero_term = c == 0.0;  // a zero c joins as a zero term
+  // 1. The exponents: each nonzero group's scales' (at least the scale format's minimum).
+  for (int i = 0; i < n; i += gs) {
+    const double xa = a_scale(g, at.a_row, at.k + i), xb = b_scale(g, at.b_row, at.k + i);
+    bool all_zero = true;
+    for (int j = i; j < min(n, i + gs); ++j) all_zero = all_zero && double(a[j]) * double(b[j]) == 0.0;
+    if (all_zero || xa == 0.0 || xb == 0.0) {
+      zero_term = true;
+      continue;
+    }
+    const int te = max(ilogb(xa), g.scale_min_exponent) + max(ilogb(xb), g.scale_min_exponent);
+    emax = max(emax, te);
+  }
+  if (zero_term && m.zero_on) emax = max(emax, m.zero_exponent);
+  if (c != 0.0) emax = max(emax, max(exponent_of(c), m.c_min_exponent));
+  if (emax == kNoExponent) return 0.0;  // no term aligns and c is zero
+  // 2. The terms cut to the grid and summed in int64 (exact: group_sums_fit).
+  const int grid = emax - m.frac_bits;
+  const bool rz = m.term_cut == kRz;
+  const auto cut = [&](double x) {
+    const double y = ldexp(x, -grid);
+    return static_cast<long long>(rz ? trunc(y) : rint(y));
+  };
+  long long total = 0;
+  for (int i = 0; i < n; i += gs) {
+    const double xa = a_scale(g, at.a_row, at.k + i), xb = b_scale(g, at.b_row, at.k + i);
+    double sum = 0.0;
+    bool all_zero = true;
+    for (int j = i; j < min(n, i + gs); ++j) {
+      const double prod = double(a[j]) * double(b[j]);
+      sum += prod;  // exact: group_sums_fit
+      all_zero = all_zero && prod == 0.0;
+    }
+    if (all_zero || xa == 0.0 || xb == 0.0) continue;
+    total += cut(sum * xa * xb);
+  }
+  if (c != 0.0) total += cut(c);
+  return finish_int(p, total, grid);
+}
+
 // ---- one output ----------------------------------------------------------------------------
 
 // The C value as it enters the accumulator registers (sim's Engine::c_in).
@@ -295,9 +366,7 @@ __device__ __forceinline__ float promote(const Params& p, float main, float part
                                          int b_row, int k0) {
   const DeviceGemm& g = p.g;
   if (!g.scaled) return __fadd_rn(main, part);
-  const int kb = g.scale_block == 0 ? 0 : k0 / g.scale_block;
-  const float sa = g.sa[g.a_bcast ? kb : static_cast<std::size_t>(a_row) * g.a_cols + kb];
-  const float sb = g.sb[g.b_bcast ? kb : static_cast<std::size_t>(b_row / g.b_div) * g.b_cols + kb];
+  const float sa = a_scale(g, a_row, k0), sb = b_scale(g, b_row, k0);
   return __fmaf_rn(__fmul_rn(sa, sb), part, main);  // scales after K: sim/gemm_split
 }
 
@@ -322,6 +391,10 @@ __device__ inline float dot_output(const Params& p, int a_row, int b_row, float 
     for (int k = k0; k < kend; k += step) {
       const int n = min(step, kend - k);
       const At at{a_row, b_row, k};
+      if (g.group_sum > 1) {
+        acc = group_sum_step(p, a + k, b + k, at, n, acc);
+        continue;
+      }
       bool ok = p.fast != FastPath::none && isfinite(acc);
       double r = 0.0;
       if (ok) {

@@ -121,16 +121,17 @@ int bench_cuda(GemmSpec s, int M, int N, int K, const std::vector<std::uint8_t>&
              s.a_format.name, s.model.name, describe(s.model), s.promote_every,
              to_string(s.scaling));
   // 1. The CUDA engine: kernels only (operands decoded once, block scales folded into them
-  //    once, uploads not counted).
+  //    once where they fold, uploads not counted).
   const Operand A = decode_operand(s.a_format, M, K, a), B = decode_operand(s.b_format, N, K, b);
   std::optional<FoldedOperands> folded;
-  if (s.model.block_scale) {
+  const bool group_sums = s.model.block_scale && group_sums_on_device_fit(s, A, B, {}, sa, sb);
+  if (s.model.block_scale && !group_sums) {
     const ScaleShapes sh = scale_shapes(s, M, N, K);
     folded = fold_block_scales(s, A, B, sa, sb, sh.a_cols, sh.b_cols);
     if (!folded)
       throw std::invalid_argument(fmt::format(
-          "model {}: its block scales do not fold into the operands, so the CPU engine runs "
-          "it: use device cpu", s.model.name));
+          "model {}: its block scales neither fold into the operands nor fit the group-sum "
+          "step, so the CPU engine runs it: use device cpu", s.model.name));
   }
   std::vector<float> D(std::size_t(M) * N);
   double gpu = 1e300;
@@ -138,6 +139,7 @@ int bench_cuda(GemmSpec s, int M, int N, int K, const std::vector<std::uint8_t>&
     double t = 0;
     const DeviceLaunch launch{0, false, &t};
     if (folded) folded_on_device(s, *folded, {}, sa, sb, D, false, launch);
+    else if (group_sums) group_sums_on_device(s, A, B, {}, sa, sb, D, false, launch);
     else gemm_on_device(s, A, B, {}, sa, sb, D, launch);
     gpu = std::min(gpu, t);
   }

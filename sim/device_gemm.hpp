@@ -71,6 +71,13 @@ struct DeviceGemm {
   // *_align_min + log2 s, as its exponent moved with its value (a subnormal element aligns
   // at its format's minimum normal exponent, moved by its scale).
   bool fold = false;
+  // Block scales inside the MMA on group sums (kind::mxf4, kind::mxf4nvf4; group_sums_fit
+  // holds): each step's products summed exactly in groups of group_sum, each sum times its
+  // block's two scales (sa, sb in the layout above, scale_block elements each; scaled false),
+  // aligned on their exponents, at least scale_min_exponent each. Operands, scales and C are
+  // finite. 0: no group sums.
+  int group_sum = 0;
+  int scale_min_exponent = 0;
   const float* A = nullptr;  // M x K values (host memory)
   const float* B = nullptr;  // N x K (batched: M x K)
   const float* C = nullptr;  // one per output, or null

@@ -286,7 +286,7 @@ class Engine {
     c_min_exponent_ = c_min_exponent(m_);
     fp32_output_ = o == format_by_name("fp32");
     zero_matters_ = zero_exponent_matters(m_, A.format, B.format);
-    group_sums_fast_ = group_sums_fit(A.format, B.format);
+    group_sums_fast_ = group_sums_fit(m_, A.format, B.format);
   }
 
   // One output: the chain of steps over K, chunks promoted into the FP32 main accumulator.
@@ -384,24 +384,6 @@ class Engine {
       xb[i] = sc.b[(k + i) / sc.block];
     }
     return reference_step(a, ea, b, eb, n, c, StepScales{xa.data(), xb.data()});
-  }
-
-  // Whether group_sum_step is exact for this model on operands of formats fa and fb: a
-  // one-lane fused step of group sums that c joins, cut rz or rne, where each group's sum is
-  // exact in a double, times its two scales too, and the cut terms and their sum fit int64.
-  bool group_sums_fit(const FormatSpec& fa, const FormatSpec& fb) const {
-    const auto& in = m_.block_scale;
-    if (m_.group_sum < 2 || !in || m_.lanes != 1 || m_.c_entry != CEntry::join || m_.block != 0 ||
-        m_.exact || m_.renormalise_products || m_.arithmetic != StepArithmetic::fused ||
-        m_.group < 1 || (m_.term_cut != Rounding::rz && m_.term_cut != Rounding::rne))
-      return false;
-    const int lo_p = min_normal_exponent(fa) - fa.mantissa_bits + min_normal_exponent(fb) -
-                     fb.mantissa_bits;  // every product is a multiple of 2^lo_p
-    const int hi_sum = max_exponent(fa) + max_exponent(fb) + 2 +  // |group sum| < 2^hi_sum
-                       static_cast<int>(std::bit_width(static_cast<unsigned>(m_.group_sum)));
-    const int terms = m_.group / m_.group_sum + 1;  // and c
-    return hi_sum - lo_p + 2 * (in->format.mantissa_bits + 1) <= 53 &&
-           hi_sum + 2 + m_.frac_bits + static_cast<int>(std::bit_width(unsigned(terms))) <= 62;
   }
 
   // fused_step_exponents for a group-sum model (FP4 MMAs: kind::mxf4, kind::mxf4nvf4) on
@@ -705,6 +687,9 @@ void run_engine(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
       plain.scaling = Scaling::none;
       return run_engine(plain, folded->a, folded->b, C, {}, {}, D, pairing, prefix, D_prefix);
     }
+    if (spec.device == Device::cuda && prefix.empty() &&
+        group_sums_on_device_fit(spec, A, B, C, sa, sb))
+      return group_sums_on_device(spec, A, B, C, sa, sb, D, !all_pairs);
     spec.device = Device::cpu;  // the reference step applies the scales (GemmSpec::device)
   }
   if (spec.device == Device::cuda && !prefix.empty())

@@ -3,10 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <vector>
 
 #include "device_gemm.hpp"
+#include "gemm_path.hpp"
 #include "gemm_split.hpp"
 
 namespace fp8sim {
@@ -17,9 +20,10 @@ DeviceFormat device_format(const FormatSpec& f) {
 }
 
 // The model on operands of formats fa and fb as the CUDA engine's numbers; a model with a
-// feature only the CPU's reference step computes is refused with one line.
+// feature only the CPU's reference step computes is refused with one line (group sums are
+// taken where group_sums_fit holds).
 DeviceModel device_model(const AccumulatorSpec& m, const FormatSpec& fa, const FormatSpec& fb) {
-  if (needs_reference_step(m))
+  if (needs_reference_step(m) && !group_sums_fit(m, fa, fb))
     throw std::invalid_argument(fmt::format(
         "model {} ({}) runs on the CPU engine only: use device cpu", m.name, describe(m)));
   DeviceModel d;
@@ -94,6 +98,20 @@ DeviceGemm device_gemm(const GemmSpec& s, const Operand& A, const Operand& B,
   return g;
 }
 
+// Runs g, whose scales are s's MX block scales (mx_block elements each), as a GEMM or as
+// batched dot products (one row of scales per row of A and of B).
+void run_with_mx_scales(const GemmSpec& s, DeviceGemm& g, bool batched, const DeviceLaunch& launch) {
+  g.scale_block = s.mx_block;
+  if (batched) {
+    g.batched = true;
+    g.N = 1;
+    g.a_cols = g.b_cols = (g.K + g.scale_block - 1) / g.scale_block;
+  } else {
+    set_scale_layout(s, g);
+  }
+  run_device_gemm(g, launch);
+}
+
 }  // namespace
 
 void gemm_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
@@ -127,15 +145,28 @@ void folded_on_device(const GemmSpec& s, const FoldedOperands& f, std::span<cons
   g.a_align_min = own.a_align_min;  // the elements' formats, moved per element by the scales
   g.b_align_min = own.b_align_min;
   g.fold = true;
-  g.scale_block = s.mx_block;
-  if (batched) {
-    g.batched = true;
-    g.N = 1;
-    g.a_cols = g.b_cols = (g.K + g.scale_block - 1) / g.scale_block;
-  } else {
-    set_scale_layout(s, g);
-  }
-  run_device_gemm(g, launch);
+  run_with_mx_scales(s, g, batched, launch);
+}
+
+bool group_sums_on_device_fit(const GemmSpec& s, const Operand& A, const Operand& B,
+                              std::span<const float> C, std::span<const float> sa,
+                              std::span<const float> sb) {
+  const auto finite = [](std::span<const float> v) {
+    return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+  };
+  return group_sums_fit(s.model, A.format, B.format) && !A.has_special && !B.has_special &&
+         finite(C) && finite(sa) && finite(sb);
+}
+
+void group_sums_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
+                          std::span<const float> C, std::span<const float> sa,
+                          std::span<const float> sb, std::span<float> D, bool batched,
+                          const DeviceLaunch& launch) {
+  DeviceGemm g = device_gemm(s, A, B, C, sa, sb, D);
+  g.scaled = false;  // the scales are inside the MMA
+  g.group_sum = s.model.group_sum;
+  g.scale_min_exponent = min_normal_exponent(s.model.block_scale->format);
+  run_with_mx_scales(s, g, batched, launch);
 }
 
 void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A,

@@ -29,6 +29,17 @@ void folded_on_device(const GemmSpec& s, const FoldedOperands& f, std::span<cons
                       std::span<const float> sa, std::span<const float> sb,
                       std::span<float> D, bool batched, const DeviceLaunch& launch = {});
 
+// gemm() (batched: batched_dot()) of a group-sum model (group_sums_fit) on the CUDA engine:
+// s with the model's MX scaling, sa and sb its block scales; A, B, C and the scales finite
+// (what group_sums_on_device_fit checks).
+bool group_sums_on_device_fit(const GemmSpec& s, const Operand& A, const Operand& B,
+                              std::span<const float> C, std::span<const float> sa,
+                              std::span<const float> sb);
+void group_sums_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
+                          std::span<const float> C, std::span<const float> sa,
+                          std::span<const float> sb, std::span<float> D, bool batched,
+                          const DeviceLaunch& launch = {});
+
 // gemm() on operands already in CUDA device memory (e.g. torch CUDA tensors), with no copy
 // of them: A (M x K) and B (N x K) one-byte codes of s.a_format / s.b_format, C (M x N
 // float32, or null) and D (M x N float32) on the current CUDA device; scales (host) as

@@ -48,4 +48,19 @@ GemmPath choose_gemm_path(const AccumulatorSpec& m, const FormatSpec& a, const F
   return p;
 }
 
+bool group_sums_fit(const AccumulatorSpec& m, const FormatSpec& a, const FormatSpec& b) {
+  const auto& in = m.block_scale;
+  if (m.group_sum < 2 || !in || m.lanes != 1 || m.c_entry != CEntry::join || m.block != 0 ||
+      m.exact || m.renormalise_products || m.arithmetic != StepArithmetic::fused || m.group < 1 ||
+      (m.term_cut != Rounding::rz && m.term_cut != Rounding::rne))
+    return false;
+  const int lo_p = min_normal_exponent(a) - a.mantissa_bits + min_normal_exponent(b) -
+                   b.mantissa_bits;  // every product is a multiple of 2^lo_p
+  const int hi_sum = max_exponent(a) + max_exponent(b) + 2 +  // |group sum| < 2^hi_sum
+                     static_cast<int>(std::bit_width(static_cast<unsigned>(m.group_sum)));
+  const int terms = m.group / m.group_sum + 1;  // and c
+  return hi_sum - lo_p + 2 * (in->format.mantissa_bits + 1) <= 53 &&
+         hi_sum + 2 + m.frac_bits + static_cast<int>(std::bit_width(unsigned(terms))) <= 62;
+}
+
 }  // namespace fp8sim

@@ -36,4 +36,11 @@ struct GemmPath {
 GemmPath choose_gemm_path(const AccumulatorSpec& m, const FormatSpec& a, const FormatSpec& b,
                           int step_products);
 
+// Whether the group-sum step (FP4 MMAs with block scales on sums of group_sum products:
+// kind::mxf4, kind::mxf4nvf4) is exact in doubles and int64 for model m on operands of
+// formats a and b: a one-lane fused step of group sums that c joins, cut rz or rne, where
+// each group's sum is exact in a double, times its two scales too, and the cut terms and
+// their sum fit int64. The CPU engine and the CUDA engine take it where this holds.
+bool group_sums_fit(const AccumulatorSpec& m, const FormatSpec& a, const FormatSpec& b);
+
 }  // namespace fp8sim

@@ -190,6 +190,59 @@ int grid_test() {
       tally(tcpu, tgpu, 1, t, what + " batched");
     }
   }
+  // Block-scaled models with group sums (FP4 kind::mxf4, kind::mxf4nvf4: group_sums_fit):
+  // the CUDA engine's group-sum step, GEMM and batched, directly (gemm() routes them there
+  // where operands, scales and C are finite), against the CPU engine. Scales: random codes of
+  // the model's scale format near 1, over every code (outputs overflow to Inf), or among the
+  // lowest (zero terms and c set the alignment); a quarter of C zero.
+  for (const auto& p : accumulator_presets()) {
+    if (!p.block_scale || p.group_sum < 2) continue;
+    for (int mode = 0; mode < 3; ++mode) {
+      GemmSpec s;
+      s.model = p;
+      use_model_block_scales(s);
+      s.out_type = format_by_name("fp32");
+      s.device = Device::cpu;
+      const FormatSpec e2m1 = format_by_name("e2m1"), sf = p.block_scale->format;
+      const int M = 100, N = 136, K = 256;
+      const Operand A = random_operand(e2m1, M, K, stream++, 0);
+      const Operand B = random_operand(e2m1, N, K, stream++, 0);
+      const bool e8 = sf.exponent_bits == 8;
+      auto scales = [&](std::size_t n) {
+        std::vector<float> v(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::uint64_t r = random_u64(seed(), stream, i);
+          std::uint32_t c = mode == 0 ? (e8 ? 119 + r % 17 : 48 + r % 16)   // 2^-8..2^8 / 2^-2..
+                          : mode == 1 ? std::uint32_t(r % (code_count(sf) - 1))  // not NaN
+                                      : (e8 ? 32 + r % 30 : r % 16);            // the lowest
+          v[i] = static_cast<float>(decode(sf, c));
+        }
+        ++stream;
+        return v;
+      };
+      const std::string what = fmt::format("model={} a=e2m1 b=e2m1 M={} N={} K={} scales={}",
+                                           p.name, M, N, K,
+                                           mode == 0 ? "near 1" : mode == 1 ? "every code" : "lowest");
+      const ScaleShapes sh = scale_shapes(s, M, N, K);
+      const auto sa = scales(sh.a_rows * sh.a_cols), sb = scales(sh.b_rows * sh.b_cols);
+      auto C = random_floats(std::size_t(M) * N, stream++, -20, 12);
+      for (std::size_t i = 0; i < C.size(); i += 4) C[i] = 0.0f;
+      if (!group_sums_on_device_fit(s, A, B, C, sa, sb))
+        throw std::runtime_error(what + ": not taken by the group-sum step");
+      std::vector<float> cpu(C.size()), gpu(C.size());
+      gemm(s, A, B, C, sa, sb, cpu);
+      group_sums_on_device(s, A, B, C, sa, sb, gpu, false);
+      tally(cpu, gpu, N, t, what);
+      const Operand Bt = random_operand(e2m1, M, K, stream++, 0);
+      const std::size_t per_row = std::size_t(K) / s.mx_block;
+      const auto ta = scales(M * per_row), tb = scales(M * per_row);
+      const auto Ct = random_floats(M, stream++, -20, 12);
+      std::vector<float> tcpu(M), tgpu(M);
+      batched_dot(s, A, Bt, Ct, ta, tb, tcpu);
+      group_sums_on_device(s, A, Bt, Ct, ta, tb, tgpu, true);
+      tally(tcpu, tgpu, 1, t, what + " batched");
+    }
+  }
   // Signed zeros: models whose nonzero sums that round to zero keep their sign (exact and
   // signed_zero presets) on bf16 operands of exponents -80..-70, whose products lie around
   // fp32's smallest subnormal, so that many outputs round to +-0 or to subnormals.

@@ -157,8 +157,8 @@ def test_scaled_mm_and_float8_linear_on_cuda_match_cpu(rng):
                                              ("nvfp4", "e2m1", "ue4m3")])
 def test_block_scaled_models_on_cuda_tensors(rng, model, fmt, scale):
     """Block-scaled MMAs on CUDA tensors: the host entry applies the scales (folded for
-    mxf8f6f4, so the CUDA engine runs it; nvfp4 on the CPU reference step), and D comes back
-    on the operands' device with the CPU engine's bits."""
+    mxf8f6f4; nvfp4's group sums by the CUDA engine's group-sum step), and D comes back on
+    the operands' device with the CPU engine's bits."""
     block = 16 if scale == "ue4m3" else 32
     a = codes(rng, (40, 256), fmt)
     b = codes(rng, (24, 256), fmt)
