@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <stdexcept>
 #include <vector>
 
@@ -25,6 +26,9 @@ DeviceEncodeTable device_encode_table(const FormatSpec& f) {
   }
   std::sort(values.begin(), values.end());
   values.erase(std::unique(values.begin(), values.end()), values.end());
+  if (values.size() < 2 || values.size() > std::size(DeviceEncodeTable{}.value))
+    throw std::invalid_argument(fmt::format(
+        "quantize on CUDA: format '{}' has {} nonnegative values", f.name, values.size()));
   const RoundingSpec rne_sat{Rounding::rne, Overflow::saturate, 32};
   const auto code = [&](double v) {
     return static_cast<unsigned char>(encode(decode(f, encode(v, f, rne_sat)), f));

@@ -254,8 +254,9 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
     if _on_cuda(a) or _on_cuda(b):
         if mx_block or mx_scale or _core.applies_block_scales(model):
             # A block-scaled MMA: the host entry applies its scales (folded into the operands
-            # where they are powers of two, for the CUDA engine's fast paths; else the CPU
-            # engine's reference step), so the operands make one round trip through the host.
+            # where they are powers of two, for the CUDA engine's fast paths; group sums by
+            # its group-sum step; else the CPU engine), so the operands make one round trip
+            # through the host.
             dev = a.device if _on_cuda(a) else b.device
             a, b, c, a_scales, b_scales = (t.detach().cpu() if _on_cuda(t) else t
                                            for t in (a, b, c, a_scales, b_scales))

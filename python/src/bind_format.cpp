@@ -207,7 +207,8 @@ nb::tuple quantize_cuda(const CudaArray& x, nb::ndarray<std::uint8_t, nb::device
   const std::size_t T = v.shape[0], K = v.shape[1];
   if (codes.ndim() != 2 || codes.shape(0) != T || codes.shape(1) != K ||
       codes.stride(0) != std::int64_t(K) || (K > 1 && codes.stride(1) != 1))
-    throw std::invalid_argument(fmt::format("codes: expected a C-contiguous ({}, {}) uint8 array", T, K));
+    throw std::invalid_argument(
+        fmt::format("codes: expected a C-contiguous ({}, {}) uint8 array", T, K));
   if (codes.device_id() != x.device_id())
     throw std::invalid_argument(fmt::format("codes: on CUDA device {}, x on device {}",
                                             codes.device_id(), x.device_id()));
