@@ -23,22 +23,28 @@ __device__ double load(const X* x, std::size_t i) {
   return static_cast<double>(x[i]);
 }
 
-// One warp per (row, column group) segment; the warp's largest |x| goes into its group by an
-// atomic max on the bits of a nonnegative double (ordered as the doubles are). Non-finite
-// elements put the smallest such index into *bad.
+// Elements of a (row, column group) segment one warp scans.
+constexpr int kPiece = 2048;
+
+// One warp per piece of a (row, column group) segment; the warp's largest |x| goes into its
+// group by an atomic max on the bits of a nonnegative double (ordered as the doubles are).
+// Non-finite elements put the smallest such index into *bad.
 template <class X>
-__global__ void amax_kernel(const X* x, int T, int K, DeviceScaleGroups g,
+__global__ void amax_kernel(const X* x, int T, int K, DeviceScaleGroups g, int pieces,
                             unsigned long long* amax, unsigned long long* bad) {
   const int lane = threadIdx.x % 32;
   const std::size_t warps = std::size_t(gridDim.x) * (blockDim.x / 32);
-  const std::size_t segments = std::size_t(T) * g.cols;
-  for (std::size_t s = (blockIdx.x * std::size_t(blockDim.x) + threadIdx.x) / 32; s < segments;
+  const std::size_t items = std::size_t(T) * g.cols * pieces;
+  for (std::size_t s = (blockIdx.x * std::size_t(blockDim.x) + threadIdx.x) / 32; s < items;
        s += warps) {
-    const std::size_t t = s / g.cols;
-    const int c = static_cast<int>(s % g.cols);
+    const std::size_t segment = s / pieces;
+    const int begin = static_cast<int>(s % pieces) * kPiece;
+    const int end = min(g.width, begin + kPiece);
+    const std::size_t t = segment / g.cols;
+    const int c = static_cast<int>(segment % g.cols);
     const std::size_t base = t * K + std::size_t(c) * g.width;
     double m = 0;
-    for (int k = lane; k < g.width; k += 32) {
+    for (int k = begin + lane; k < end; k += 32) {
       const double v = fabs(load(x, base + k));
       if (!isfinite(v)) atomicMin(bad, static_cast<unsigned long long>(base + k));
       else m = fmax(m, v);
@@ -94,11 +100,14 @@ long long run_device_amax(const void* x, bool x_double, int T, int K, const Devi
   const unsigned long long none = n;
   check(cudaMemcpyAsync(words, &none, sizeof none, cudaMemcpyHostToDevice, st), "upload");
   if (g.cols > 0 && n > 0) {
-    const unsigned blocks = blocks_for(std::size_t(T) * g.cols * 32);
+    const int pieces = (g.width + kPiece - 1) / kPiece;
+    const unsigned blocks = blocks_for(std::size_t(T) * g.cols * pieces * 32);
     if (x_double)
-      amax_kernel<<<blocks, 256, 0, st>>>(static_cast<const double*>(x), T, K, g, words + 1, words);
+      amax_kernel<<<blocks, 256, 0, st>>>(static_cast<const double*>(x), T, K, g, pieces,
+                                          words + 1, words);
     else
-      amax_kernel<<<blocks, 256, 0, st>>>(static_cast<const float*>(x), T, K, g, words + 1, words);
+      amax_kernel<<<blocks, 256, 0, st>>>(static_cast<const float*>(x), T, K, g, pieces,
+                                          words + 1, words);
     check(cudaGetLastError(), "amax kernel launch");
   }
   unsigned long long first_bad = 0;

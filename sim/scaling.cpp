@@ -188,7 +188,7 @@ ScaleGroups scale_groups(const ScalingSpec& s, OperandRole role, int T, int K, i
 
 QuantisedOperand scales_from_amax(const ScalingSpec& s, const FormatSpec& f, int T,
                                   const ScaleGroups& g, std::span<const double> amax,
-                                  int tensor_rows) {
+                                  int tensor_rows, int threads) {
   QuantisedOperand q;
   q.scale_cols = g.cols;
   q.scales.assign(static_cast<std::size_t>(T) * g.cols, 1.0f);
@@ -206,14 +206,16 @@ QuantisedOperand scales_from_amax(const ScalingSpec& s, const FormatSpec& f, int
                 static_cast<float>(tensor_scale_for_amax(tamax, f)));
     }
   }
-  for (std::size_t rg = 0; rg < g.row_groups; ++rg) {
-    const std::size_t r0 = rg * g.rows_per, r1 = std::min<std::size_t>(r0 + g.rows_per, T);
-    const double gt = two_level ? double(q.tensor_scales[r0]) : 1.0;
-    for (std::size_t c = 0; c < cols; ++c) {
-      const float sc = static_cast<float>(scale_for_amax(amax[rg * cols + c], f, s.encoding, gt));
-      for (std::size_t r = r0; r < r1; ++r) q.scales[r * cols + c] = sc;
+  parallel_for(g.row_groups, threads, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t rg = begin; rg < end; ++rg) {
+      const std::size_t r0 = rg * g.rows_per, r1 = std::min<std::size_t>(r0 + g.rows_per, T);
+      const double gt = two_level ? double(q.tensor_scales[r0]) : 1.0;
+      for (std::size_t c = 0; c < cols; ++c) {
+        const float sc = static_cast<float>(scale_for_amax(amax[rg * cols + c], f, s.encoding, gt));
+        for (std::size_t r = r0; r < r1; ++r) q.scales[r * cols + c] = sc;
+      }
     }
-  }
+  });
   return q;
 }
 
@@ -238,7 +240,7 @@ QuantisedOperand quantise_operand(const ScalingSpec& s, OperandRole role, const 
       }
     }
   });
-  QuantisedOperand q = scales_from_amax(s, f, T, g, amax, tensor_rows);
+  QuantisedOperand q = scales_from_amax(s, f, T, g, amax, tensor_rows, threads);
   const bool two_level = !q.tensor_scales.empty();
   const int cols = q.scale_cols;
 

@@ -110,11 +110,12 @@ struct ScaleGroups {
 ScaleGroups scale_groups(const ScalingSpec& s, OperandRole role, int T, int K, int tensor_rows);
 
 // The scales (and two-level tensor scales) of a T-row operand whose group (rg, c) has largest
-// magnitude amax[rg * cols + c]: quantise_operand's scales, with operand left empty. The GPU
-// quantiser (quantize_device.hpp) computes amax there and the scales here.
+// magnitude amax[rg * cols + c]: quantise_operand's scales, with operand left empty (on
+// `threads` threads, 0 all; never a different result). The GPU quantiser
+// (quantize_device.hpp) computes amax there and the scales here.
 QuantisedOperand scales_from_amax(const ScalingSpec& s, const FormatSpec& f, int T,
                                   const ScaleGroups& g, std::span<const double> amax,
-                                  int tensor_rows);
+                                  int tensor_rows, int threads = 0);
 
 // q's scales in the shape the all-pairs gemm() takes for engine_scaling(s): B's Nc x Nc
 // blocks one row per block (quantise_operand repeats a block's scale on each of its Nc

@@ -5,8 +5,9 @@ fake kernels (``fp8sim::gemm``, ``fp8sim::quantize``, ``fp8sim::encode``), so th
 here work under ``torch.compile(fullgraph=True)``. CPU and CUDA tensors: on CUDA tensors
 ``fp8sim::gemm`` runs the CUDA engine in place (device pointers, torch's current stream, the
 same bits as the CPU engine) and ``fp8sim::quantize`` runs on the GPU (amax per scale
-block there, scales on the host, every code there), while ``fp8sim::encode`` runs on the CPU
-and returns a tensor on the input's device.
+block there, scales on the host, every code there), as does ``fp8sim::encode`` of finite
+values with rne and saturation (other roundings, NaN and Inf go through the CPU, and the
+codes come back to the input's device).
 
 What ``scaled_mm`` models of cuBLASLt (``torch._scaled_mm``), all measured on an H100 and an
 H200 with CUDA 13 (README "cuBLASLt"): Hopper ``wgmma`` promoted to FP32 every 128 K
@@ -128,6 +129,11 @@ def encode(x: torch.Tensor, fmt: str = "e4m3", rounding: str = "rne",
     >>> torch.ops.fp8sim.encode(torch.tensor([0.1, 500.0])).tolist()
     [29, 126]
     """
+    if x.is_cuda and rounding == "rne" and overflow == "saturate" and x.numel() > 0:
+        f = _fp8sim.describe(fmt)
+        if f["signed"] and f["bits"] <= 8 and bool(torch.isfinite(x).all()):
+            # Finite values rounded to nearest with saturation: the GPU quantiser, no scales.
+            return _fp8sim.quantize(x.detach().reshape(1, -1), fmt, "none").codes.view(x.shape)
     c = _fp8sim.encode(x.detach().cpu(), fmt, rounding, overflow, seed)
     if c.dtype.itemsize != 1:
         raise ValueError(f"fp8sim::encode: format {fmt} has more than 8 bits")

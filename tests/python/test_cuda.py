@@ -1,6 +1,8 @@
 # test_cuda: torch CUDA tensors through the CUDA engine -- the CPU engine's bits, in place
 # (device pointers, no operand copies), on torch's current stream; ops, opcheck, compile and
 # Float8Linear on CUDA. Needs a GPU and a module built with the CUDA engine: skipped otherwise.
+import re
+
 import numpy as np
 import pytest
 
@@ -225,6 +227,21 @@ def test_quantize_on_cuda_gives_cpu_bits(rng, fmt):
                 np.testing.assert_array_equal(got.tensor_scales, want.tensor_scales, err_msg=where)
 
 
+def test_quantize_on_cuda_long_rows(rng):
+    """Rows longer than one warp's piece (2048 elements): each row's, and the tensor's,
+    largest magnitude found across pieces, wherever it lies."""
+    for T, K in [(3, 8192), (1, 40960)]:
+        x = rng.normal(size=(T, K))
+        for t in range(T):
+            x[t, rng.integers(K)] = 1e6 * (t + 1)  # one large value per row, anywhere
+        for gran in ("tensor", "row", "tile:128"):
+            want = fp8sim.quantize(x, "e4m3", gran)
+            got = fp8sim.quantize(torch.from_numpy(x).cuda(), "e4m3", gran)
+            np.testing.assert_array_equal(got.scales, want.scales, err_msg=f"{T}x{K} {gran}")
+            np.testing.assert_array_equal(got.codes.cpu().numpy(), want.codes,
+                                          err_msg=f"{T}x{K} {gran}")
+
+
 def test_quantize_on_cuda_refuses_bad_input_in_one_line():
     x = torch.ones(4, 256, device="cuda")
     x[2, 7] = float("nan")
@@ -238,3 +255,28 @@ def test_quantize_on_cuda_refuses_bad_input_in_one_line():
         fp8sim.quantize(torch.ones(4, 200, device="cuda"), "e4m3", "tile:128")
     codes, scales = torch.ops.fp8sim.quantize(torch.ones(3, 32, device="cuda"))
     assert codes.is_cuda and scales.is_cuda
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2", "e4m3fnuz", "e2m1", "ue8m0"])
+def test_encode_op_on_cuda_gives_cpu_codes(rng, fmt):
+    """fp8sim::encode of a CUDA tensor (GPU for finite values rounded rne with saturation;
+    the CPU for NaN/Inf, other roundings and unsigned formats) against the CPU's codes, in the
+    input's shape, ties and values beyond the format's range included."""
+    _, values = fp8sim.table(fmt)
+    v = np.unique(np.abs(values[np.isfinite(values)]))
+    ties = (v[:-1] + v[1:]) / 2
+    x = np.concatenate([rng.normal(size=4000) * np.exp2(rng.integers(-30, 30, 4000)), ties,
+                        -ties, [0.0, -0.0, v[-1] * 3, -v[-1] * 3]])
+    x = np.clip(x[: x.size // 4 * 4], -3e38, 3e38).reshape(4, 2, -1).astype(np.float32)
+    special = x.copy()
+    special[0, 0, :3] = [np.nan, np.inf, -np.inf]
+    for arr, kw in [(x, {}), (special, {}), (x, dict(rounding="rz")), (x, dict(overflow="nonsat"))]:
+        try:
+            want = torch.ops.fp8sim.encode(torch.from_numpy(arr), fmt, **kw)
+        except ValueError as e:  # e2m1 has no NaN: NaN and nonsat overflow are refused
+            with pytest.raises(ValueError, match=re.escape(str(e))):
+                torch.ops.fp8sim.encode(torch.from_numpy(arr).cuda(), fmt, **kw)
+            continue
+        got = torch.ops.fp8sim.encode(torch.from_numpy(arr).cuda(), fmt, **kw)
+        assert got.is_cuda and got.shape == want.shape, (fmt, kw)
+        assert torch.equal(got.cpu(), want), (fmt, kw)
