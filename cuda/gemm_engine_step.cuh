@@ -319,7 +319,8 @@ __device__ inline double group_sum_step(const Params& p, const float* a, const f
   for (int i = 0; i < n; i += gs) {
     const double xa = a_scale(g, at.a_row, at.k + i), xb = b_scale(g, at.b_row, at.k + i);
     bool all_zero = true;
-    for (int j = i; j < min(n, i + gs); ++j) all_zero = all_zero && double(a[j]) * double(b[j]) == 0.0;
+    for (int j = i; j < min(n, i + gs); ++j)
+      all_zero = all_zero && double(a[j]) * double(b[j]) == 0.0;
     if (all_zero || xa == 0.0 || xb == 0.0) {
       zero_term = true;
       continue;

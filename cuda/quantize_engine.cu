@@ -111,7 +111,8 @@ long long run_device_amax(const void* x, bool x_double, int T, int K, const Devi
     check(cudaGetLastError(), "amax kernel launch");
   }
   unsigned long long first_bad = 0;
-  check(cudaMemcpyAsync(&first_bad, words, sizeof first_bad, cudaMemcpyDeviceToHost, st), "download");
+  check(cudaMemcpyAsync(&first_bad, words, sizeof first_bad, cudaMemcpyDeviceToHost, st),
+        "download");
   check(cudaMemcpyAsync(amax, words + 1, amax_size * sizeof(double), cudaMemcpyDeviceToHost, st),
         "download");
   check(cudaStreamSynchronize(st), "amax kernel");

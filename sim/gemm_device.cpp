@@ -100,7 +100,8 @@ DeviceGemm device_gemm(const GemmSpec& s, const Operand& A, const Operand& B,
 
 // Runs g, whose scales are s's MX block scales (mx_block elements each), as a GEMM or as
 // batched dot products (one row of scales per row of A and of B).
-void run_with_mx_scales(const GemmSpec& s, DeviceGemm& g, bool batched, const DeviceLaunch& launch) {
+void run_with_mx_scales(const GemmSpec& s, DeviceGemm& g, bool batched,
+                        const DeviceLaunch& launch) {
   g.scale_block = s.mx_block;
   if (batched) {
     g.batched = true;

@@ -224,7 +224,8 @@ QuantisedOperand quantise_operand(const ScalingSpec& s, OperandRole role, const 
                                   int threads) {
   const std::size_t n = static_cast<std::size_t>(T) * K;
   if (x.size() != n)
-    throw std::invalid_argument(fmt::format("quantise_operand: {} values for {} x {}", x.size(), T, K));
+    throw std::invalid_argument(
+        fmt::format("quantise_operand: {} values for {} x {}", x.size(), T, K));
   const ScaleGroups g = scale_groups(s, role, T, K, tensor_rows);
 
   // 1. Each scale group's largest magnitude, then its scale.
@@ -235,7 +236,8 @@ QuantisedOperand quantise_operand(const ScalingSpec& s, OperandRole role, const 
       for (int c = 0; c < g.cols; ++c) {
         double m = 0;
         for (std::size_t r = r0; r < r1; ++r)
-          for (int k = c * g.width; k < (c + 1) * g.width; ++k) m = std::max(m, std::fabs(x[r * K + k]));
+          for (int k = c * g.width; k < (c + 1) * g.width; ++k)
+            m = std::max(m, std::fabs(x[r * K + k]));
         amax[rg * g.cols + c] = m;
       }
     }

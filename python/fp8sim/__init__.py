@@ -43,8 +43,8 @@ def as_array(x: ArrayLike, dtype: Optional[type] = None) -> np.ndarray:
     if mod.startswith("torch"):
         t = x.detach()
         if t.device.type != "cpu":
-            raise ValueError(f"tensor on {t.device}: only gemm() and quantize() take CUDA tensors; move "
-                             "this argument to the CPU")
+            raise ValueError(f"tensor on {t.device}: only gemm() and quantize() take CUDA "
+                             "tensors; move this argument to the CPU")
         import torch
         if t.dtype.itemsize == 1 and t.dtype.is_floating_point:
             t = t.view(torch.uint8)
