@@ -20,10 +20,11 @@ DeviceFormat device_format(const FormatSpec& f) {
 }
 
 // The model on operands of formats fa and fb as the CUDA engine's numbers; a model with a
-// feature only the CPU's reference step computes is refused with one line (group sums are
-// taken where group_sums_fit holds).
-DeviceModel device_model(const AccumulatorSpec& m, const FormatSpec& fa, const FormatSpec& fb) {
-  if (needs_reference_step(m) && !group_sums_fit(m, fa, fb))
+// feature only the CPU's reference step computes is refused with one line (block scales on
+// group sums are taken only by the group-sum step, `group_sums`, where group_sums_fit holds).
+DeviceModel device_model(const AccumulatorSpec& m, const FormatSpec& fa, const FormatSpec& fb,
+                         bool group_sums) {
+  if (needs_reference_step(m) && !(group_sums && group_sums_fit(m, fa, fb)))
     throw std::invalid_argument(fmt::format(
         "model {} ({}) runs on the CPU engine only: use device cpu", m.name, describe(m)));
   DeviceModel d;
@@ -49,9 +50,10 @@ DeviceModel device_model(const AccumulatorSpec& m, const FormatSpec& fa, const F
 }
 
 // The spec's model, promotion, scaling and formats (fa, fb: the operands') as numbers.
-DeviceGemm device_spec(const GemmSpec& s, const FormatSpec& fa, const FormatSpec& fb) {
+DeviceGemm device_spec(const GemmSpec& s, const FormatSpec& fa, const FormatSpec& fb,
+                       bool group_sums = false) {
   DeviceGemm g;
-  g.model = device_model(s.model, fa, fb);
+  g.model = device_model(s.model, fa, fb, group_sums);
   g.promote_every = s.promote_every;
   g.scaled = s.scaling != Scaling::none;
   g.scale_block = s.scaling == Scaling::block ? s.block : s.scaling == Scaling::mx ? s.mx_block : 0;
@@ -82,8 +84,9 @@ void set_scale_layout(const GemmSpec& s, DeviceGemm& g) {
 
 DeviceGemm device_gemm(const GemmSpec& s, const Operand& A, const Operand& B,
                        std::span<const float> C, std::span<const float> sa,
-                       std::span<const float> sb, std::span<float> D) {
-  DeviceGemm g = device_spec(s, A.format, B.format);
+                       std::span<const float> sb, std::span<float> D,
+                       bool group_sums = false) {
+  DeviceGemm g = device_spec(s, A.format, B.format, group_sums);
   g.M = A.rows;
   g.N = B.rows;
   g.K = A.cols;
@@ -163,7 +166,7 @@ void group_sums_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
                           std::span<const float> C, std::span<const float> sa,
                           std::span<const float> sb, std::span<float> D, bool batched,
                           const DeviceLaunch& launch) {
-  DeviceGemm g = device_gemm(s, A, B, C, sa, sb, D);
+  DeviceGemm g = device_gemm(s, A, B, C, sa, sb, D, /*group_sums=*/true);
   g.scaled = false;  // the scales are inside the MMA
   g.group_sum = s.model.group_sum;
   g.scale_min_exponent = min_normal_exponent(s.model.block_scale->format);

@@ -11,6 +11,12 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "gemm.hpp"
+#include "gemm_device.hpp"
 #include "gemm_path.hpp"
 
 using namespace fp8sim;
@@ -95,5 +101,34 @@ TEST_CASE("choose_gemm_path: which models take which path") {
     CHECK(p.out == r.out);
     if (r.step == S::exact_int) CHECK(p.exact_grid == r.exact_grid);
     if (r.out != O::generic) CHECK(p.out_drop == r.out_drop);
+  }
+}
+
+// Block scales inside the MMA are applied only by the engines' entries that know them (folded
+// operands, the group-sum step): the CUDA engine's plain entries refuse such a model with one
+// line before any device work, also where its group sums fit (they would drop the scales).
+TEST_CASE("the CUDA engine's plain entries refuse block-scaled models", "[gemm][device]") {
+  for (const char* name : {"nvfp4", "mxf4", "mxf8f6f4"}) {
+    GemmSpec s;
+    s.model = accumulator_by_name(name);
+    use_model_block_scales(s);
+    const FormatSpec e2m1 = format_by_name("e2m1");
+    s.a_format = s.b_format = e2m1;
+    s.out_type = format_by_name("fp32");
+    if (s.model.group_sum > 1) CHECK(group_sums_fit(s.model, e2m1, e2m1));
+    const int M = 2, N = 2, K = 64;
+    const std::vector<std::uint32_t> zeros(std::size_t(M) * K, 0);
+    const Operand A = decode_operand(e2m1, M, K, std::span<const std::uint32_t>(zeros));
+    const std::vector<float> scales(std::size_t(M) * K / s.mx_block, 1.0f);
+    std::vector<float> D(std::size_t(M) * N);
+    const std::vector<std::uint8_t> codes(std::size_t(M) * K, 0);
+    INFO(name);
+    CHECK_THROWS_WITH(gemm_on_device(s, A, A, {}, scales, scales, D),
+                      Catch::Contains("runs on the CPU engine only"));
+    CHECK_THROWS_WITH(batched_dot_on_device(s, A, A, {}, scales, scales, D),
+                      Catch::Contains("runs on the CPU engine only"));
+    CHECK_THROWS_WITH(gemm_resident(s, M, N, K, codes.data(), codes.data(), nullptr, scales,
+                                    scales, D.data()),
+                      Catch::Contains("runs on the CPU engine only"));
   }
 }
