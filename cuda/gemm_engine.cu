@@ -56,11 +56,20 @@ FastPath choose_fast(const DeviceGemm& g) {
 
 // Resident GEMMs: codes -> values through the format's table, once per element; the smallest
 // index of a code beyond the table goes to *bad (initialised to n).
-__global__ void decode_kernel(const unsigned char* codes, std::size_t n, const float* lut,
-                              int lut_size, float* out, unsigned long long* bad) {
+// Values of an n-element operand of K columns: element (r, k) is code r * ld + k0 + k for
+// k < cols, +0 beyond (DeviceGemm::code_ld); a bad code's element index goes to `bad`.
+__global__ void decode_kernel(const unsigned char* codes, std::size_t n, int K, int ld, int k0,
+                              int cols, const float* lut, int lut_size, float* out,
+                              unsigned long long* bad) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
        i += std::size_t(gridDim.x) * blockDim.x) {
-    const int c = codes[i];
+    const std::size_t r = i / unsigned(K);
+    const int k = int(i - r * unsigned(K));
+    if (k >= cols) {
+      out[i] = 0.0f;
+      continue;
+    }
+    const int c = codes[r * unsigned(ld) + unsigned(k0 + k)];
     if (c >= lut_size) {
       atomicMin(bad, static_cast<unsigned long long>(i));
       out[i] = 0.0f;
@@ -97,11 +106,13 @@ ResidentOperands decode_resident(const DeviceGemm& g, std::size_t a_n, std::size
   r.bad = reinterpret_cast<unsigned long long*>(base);
   const float* tables = base + 4;
   float* values = base + stage.size();
+  const int ld = g.code_ld > 0 ? g.code_ld : g.K, cols = g.code_ld > 0 ? g.code_cols : g.K;
   auto launch = [&](const unsigned char* codes, std::size_t n, const float* lut, int size,
                     float* out, unsigned long long* bad) {
     if (n == 0) return;
     const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 1u << 16));
-    decode_kernel<<<blocks, 256, 0, st>>>(codes, n, lut, size, out, bad);
+    decode_kernel<<<blocks, 256, 0, st>>>(codes, n, g.K, ld, g.code_k0, cols, lut, size, out,
+                                          bad);
     check(cudaGetLastError(), "decode kernel launch");
   };
   launch(g.A_codes, a_n, tables, g.a_lut_size, values, r.bad);
@@ -120,11 +131,14 @@ void check_resident_codes(const DeviceGemm& g, std::size_t a_n, std::size_t b_n,
   const char* names[2] = {g.a_name, g.b_name};
   for (int i = 0; i < 2; ++i) {
     if (first[i] >= n[i]) continue;
+    const unsigned long long row = first[i] / unsigned(g.K);
+    const unsigned long long col = first[i] % unsigned(g.K) + unsigned(g.code_k0);
+    const unsigned long long ld = g.code_ld > 0 ? unsigned(g.code_ld) : unsigned(g.K);
     unsigned char code = 0;
-    check(cudaMemcpy(&code, codes[i] + first[i], 1, cudaMemcpyDeviceToHost), "download");
+    check(cudaMemcpy(&code, codes[i] + row * ld + col, 1, cudaMemcpyDeviceToHost), "download");
     char msg[160];
     std::snprintf(msg, sizeof msg, "code %#x at (%llu, %llu) is not a code of %s",
-                  unsigned(code), first[i] / unsigned(g.K), first[i] % unsigned(g.K), names[i]);
+                  unsigned(code), row, col, names[i]);
     throw std::invalid_argument(msg);
   }
 }

@@ -368,6 +368,7 @@ __device__ __forceinline__ float promote(const Params& p, float main, float part
   const DeviceGemm& g = p.g;
   if (!g.scaled) return __fadd_rn(main, part);
   const float sa = a_scale(g, a_row, k0), sb = b_scale(g, b_row, k0);
+  if (g.scale_a_first) return __fmaf_rn(__fmul_rn(part, sa), sb, main);  // ScaleOrder::triton
   return __fmaf_rn(__fmul_rn(sa, sb), part, main);  // scales after K: sim/gemm_split
 }
 

@@ -10,6 +10,7 @@
 
 #include "gemm_inputs.hpp"
 #include "input_file.hpp"
+#include "kernel.hpp"
 #include "limits.hpp"
 #include "npy.hpp"
 #include "output_file.hpp"
@@ -142,6 +143,15 @@ CaptureCase read_case(const std::string& dir, const json& j, Where w) {
   s.out_type = output_type(opt_string(j, "out_type", w, "f32"), w);
   s.split_k = find(j, "split_k") ? int(get_int(j["split_k"], "split_k", w, 1, limits::kMaxDim, "kMaxDim")) : 1;
   s.split_k_align = find(j, "split_k_align") ? int(get_int(j["split_k_align"], "split_k_align", w, 1, limits::kMaxDim, "kMaxDim")) : 128;
+  cs.kernel_preset = opt_string(j, "kernel_preset", w, "");
+  if (!cs.kernel_preset.empty()) {
+    spec_call([&] {
+      const KernelSpec& k = kernel_by_name(cs.kernel_preset);
+      apply_kernel(s, k);
+      cs.model = k.model;
+      return 0;
+    });
+  }
   cs.M = int(get_int(need(j, "M", w), "M", w, 1, limits::kMaxDim, "kMaxDim"));
   cs.N = int(get_int(need(j, "N", w), "N", w, 1, limits::kMaxDim, "kMaxDim"));
   cs.K = int(get_int(need(j, "K", w), "K", w, 1, limits::kMaxDim, "kMaxDim"));
@@ -266,6 +276,7 @@ void write_capture(const std::string& dir, const Capture& cap) {
                     {"out_type", output_type_name(c.spec.out_type)},
                     {"M", c.M}, {"N", c.N}, {"K", c.K}, {"a", a}, {"b", b}};
     jc["c"] = save_f32("_c.npy", c.c, {M, N});
+    if (!c.kernel_preset.empty()) jc["kernel_preset"] = c.kernel_preset;
     if (c.spec.split_k > 1) jc["split_k"] = c.spec.split_k;
     if (c.spec.split_k_align != 128) jc["split_k_align"] = c.spec.split_k_align;
     if (!c.bias.empty()) jc["bias"] = save_f32("_bias.npy", c.bias, {N});

@@ -16,7 +16,9 @@
 //   when unknown. Provenance keys and c, sa, sb, prefix_k, d_prefix, promote_every (0),
 //   scaling ("none"), block (128), scale_order ("deepgemm"), out_type ("f32"), kernel, suite,
 //   seed, self_test, split_k (1), split_k_align (128), bias may be absent; other keys are
-//   ignored. Paths are relative to DIR.
+//   ignored. Paths are relative to DIR. "kernel_preset" (optional) names a kernel preset
+//   (sim/kernel.hpp), which then sets model, promote_every, scale_order, the K tile and
+//   split_k_align in place of those keys.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,8 @@ struct CaptureCase {
   std::string name, kernel, suite;
   std::string seed;             // the case's own seed as written ("0x..."), may be empty
   std::string model;            // the model that reproduces the kernel; "" = unknown (null)
+  std::string kernel_preset;    // a kernel preset (sim/kernel.hpp) that sets model, promotion,
+                                // scale order, K tile and split alignment; "" = none
   GemmSpec spec;                // formats, promote_every, scaling, block, order, out_type;
                                 // spec.model is not set (see `model`)
   int M = 0, N = 0, K = 0;

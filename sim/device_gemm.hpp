@@ -54,6 +54,8 @@ struct DeviceGemm {
   bool batched = false;
   int promote_every = 0;     // 0: never
   bool scaled = false;
+  bool scale_a_first = false;  // promotion: acc = fmaf(part * sa, sb, acc) (ScaleOrder::triton);
+                               // else acc = fmaf(sa * sb, part, acc)
   int scale_block = 0;       // K elements per scale (0: one for all of K)
   int a_cols = 1, b_cols = 1, b_div = 1;
   bool a_bcast = false, b_bcast = false;
@@ -97,6 +99,11 @@ struct DeviceGemm {
   int a_lut_size = 256, b_lut_size = 256;
   const char* a_name = "";
   const char* b_name = "";
+  // Which columns of the resident codes this GEMM's K covers: element (r, k) of A (and B)
+  // is code r * code_ld + code_k0 + k for k < code_cols, and +0 beyond (a zero-padded K
+  // tail); code_ld 0 means K (the codes are exactly M x K). Split-K slices and kernels'
+  // masked K tails read the caller's arrays in place this way.
+  int code_ld = 0, code_k0 = 0, code_cols = 0;
 };
 
 // How the engine launches (tests vary it; results never depend on it).

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <climits>
 #include <cmath>
@@ -56,12 +57,18 @@ std::string_view to_string(Scaling s) {
 ScaleOrder parse_scale_order(std::string_view s) {
   if (s == "deepgemm") return ScaleOrder::deepgemm;
   if (s == "cublaslt") return ScaleOrder::cublaslt;
+  if (s == "triton") return ScaleOrder::triton;
   throw std::invalid_argument(
-      fmt::format("unknown scale order '{}' (known: deepgemm, cublaslt)", s));
+      fmt::format("unknown scale order '{}' (known: deepgemm, cublaslt, triton)", s));
 }
 
 std::string_view to_string(ScaleOrder s) {
-  return s == ScaleOrder::deepgemm ? "deepgemm" : "cublaslt";
+  switch (s) {
+    case ScaleOrder::deepgemm: return "deepgemm";
+    case ScaleOrder::cublaslt: return "cublaslt";
+    case ScaleOrder::triton: return "triton";
+  }
+  return "?";
 }
 
 namespace {
@@ -109,9 +116,18 @@ ScaleShapes scale_shapes(const GemmSpec& s, int M, int N, int K) {
   return {0, 0, 0, 0};
 }
 
-void validate(const GemmSpec& s, int M, int N, int K) {
-  if (M < 1 || N < 1 || K < 1)
-    throw std::invalid_argument(fmt::format("GEMM shape M={} N={} K={}: all must be >= 1", M, N, K));
+int padded_k(const GemmSpec& s, int K) {
+  if (s.k_tile <= 0 || K % s.k_tile == 0) return K;
+  return static_cast<int>(ceil_div(std::size_t(K), std::size_t(s.k_tile)) * s.k_tile);
+}
+
+void validate(const GemmSpec& s, int M, int N, int K_given) {
+  if (M < 1 || N < 1 || K_given < 1)
+    throw std::invalid_argument(
+        fmt::format("GEMM shape M={} N={} K={}: all must be >= 1", M, N, K_given));
+  if (s.k_tile < 0)
+    throw std::invalid_argument(fmt::format("k_tile = {} is negative", s.k_tile));
+  const int K = padded_k(s, K_given);  // the chain runs on the zero-padded K
   validate(s.model);
   for (const FormatSpec* f : {&s.a_format, &s.b_format}) {
     validate(*f);
@@ -307,7 +323,8 @@ class Engine {
       if (sc.a == nullptr || m_.block_scale) return main + part;  // scales in the MMA
       const int blk = sc.block == 0 ? 0 : k0 / sc.block;
       const float sa = sc.a[blk], sb = sc.b[blk];
-      return std::fmaf(sa * sb, part, main);  // every order: scales after K never come here
+      if (s_.order == ScaleOrder::triton) return std::fmaf(part * sa, sb, main);
+      return std::fmaf(sa * sb, part, main);  // deepgemm, cublaslt (scales after K: gemm_split)
     };
     for (int k0 = 0; k0 < K; k0 += chunk) {
       const int kend = std::min(K, k0 + chunk);
@@ -590,6 +607,23 @@ std::vector<char> special_rows(const Operand& op) {
 }
 
 
+// op with zero columns appended up to `cols` (+0 codes: value 0, the zero exponent).
+Operand zero_padded(const Operand& op, int cols) {
+  Operand o;
+  o.rows = op.rows;
+  o.cols = cols;
+  o.format = op.format;
+  o.has_special = op.has_special;
+  o.value.assign(std::size_t(op.rows) * cols, 0.0f);
+  o.exponent.assign(o.value.size(), Operand::kZeroExponent);
+  for (int r = 0; r < op.rows; ++r) {
+    const std::size_t from = std::size_t(r) * op.cols, to = std::size_t(r) * cols;
+    std::copy_n(op.value.begin() + from, op.cols, o.value.begin() + to);
+    std::copy_n(op.exponent.begin() + from, op.cols, o.exponent.begin() + to);
+  }
+  return o;
+}
+
 // With a model that unpacks its operands (AccumulatorSpec::unpack), a copy of op with the
 // alignment exponents of the unpacked values; otherwise nothing (op is used as it is).
 std::optional<Operand> unpacked(const AccumulatorSpec& m, const Operand& op) {
@@ -634,6 +668,12 @@ void run_engine(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
                 std::span<const float> C, std::span<const float> sa, std::span<const float> sb,
                 std::span<float> D, Pairing pairing, std::span<const int> prefix = {},
                 std::span<float> D_prefix = {}, std::span<const float> bias = {}) {
+  if (const int Kp = padded_k(s, A_in.cols); Kp != A_in.cols && B_in.cols == A_in.cols) {
+    // A kernel's masked tail loads: the chain runs on K zero-padded to its tile (the scale
+    // columns already cover the padded K: ceil(K / block) of them either way).
+    return run_engine(s, zero_padded(A_in, Kp), zero_padded(B_in, Kp), C, sa, sb, D, pairing,
+                      prefix, D_prefix, bias);
+  }
   if (needs_library_gemm(s, !bias.empty())) {  // split-K, epilogue scales, bias
     if (!prefix.empty())
       throw std::invalid_argument(

@@ -33,8 +33,11 @@ enum class ScaleOrder : std::uint8_t {
              // tensor and row scales once, in the epilogue after the whole K (and after the
              // split-K reduction): tensor D = acc * fp32(sa*sb), row D = (acc * sb[n]) * sa[m];
              // block and MX scales at each chunk as deepgemm
+  triton,    // at each promoted chunk: acc = fmaf(partial * sa, sb, acc), Triton's
+             // `acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]` (products left to right,
+             // the add contracted into the second); for every scaling
 };
-ScaleOrder parse_scale_order(std::string_view s);
+ScaleOrder parse_scale_order(std::string_view s);  // deepgemm|cublaslt|triton
 std::string_view to_string(ScaleOrder s);
 
 struct GemmSpec {
@@ -54,7 +57,12 @@ struct GemmSpec {
   int split_k_align = 128;        // slice lengths round up to a multiple of this
   int mx_block = 32;              // K elements per scale for Scaling::mx (NVFP4: 16)
   FormatSpec mx_scale = format_by_name("ue8m0");  // Scaling::mx scales' format (NVFP4: ue4m3)
+  int k_tile = 0;                 // K zero-padded to a multiple of this before the chain, as a
+                                  // kernel's masked tail loads do (sim/kernel.hpp); 0: none
 };
+
+// K as the chain sees it: K rounded up to a multiple of s.k_tile (K itself without one).
+int padded_k(const GemmSpec& s, int K);
 
 // Shapes of the scale arrays for a spec and problem size: {rows, cols} of sa and sb.
 struct ScaleShapes {

@@ -56,6 +56,7 @@ DeviceGemm device_spec(const GemmSpec& s, const FormatSpec& fa, const FormatSpec
   g.model = device_model(s.model, fa, fb, group_sums);
   g.promote_every = s.promote_every;
   g.scaled = s.scaling != Scaling::none;
+  g.scale_a_first = s.order == ScaleOrder::triton;
   g.scale_block = s.scaling == Scaling::block ? s.block : s.scaling == Scaling::mx ? s.mx_block : 0;
   g.out_type = device_format(s.out_type);
   g.out_fp32 = s.out_type.mantissa_bits == 23;
@@ -173,6 +174,17 @@ void group_sums_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
   run_with_mx_scales(s, g, batched, launch);
 }
 
+namespace {
+
+// One resident run over columns [k0, k0 + len) of the codes (row stride ld; columns at or
+// beyond `cols` are zero padding), D written in place.
+void resident_slice(const GemmSpec& s, int M, int N, int ld, int k0, int len, int cols,
+                    const std::uint8_t* A, const std::uint8_t* B, const float* C,
+                    std::span<const float> sa, std::span<const float> sb, float* D,
+                    void* stream, int device);
+
+}  // namespace
+
 void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A,
                    const std::uint8_t* B, const float* C, std::span<const float> sa,
                    std::span<const float> sb, float* D, void* stream,
@@ -188,23 +200,34 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
     throw std::invalid_argument(fmt::format(
         "scales: A has {} and B {} elements, expected {} and {}", sa.size(), sb.size(),
         sh.a_rows * sh.a_cols, sh.b_rows * sh.b_cols));
-  if (needs_library_gemm(s, !bias.empty())) {
-    if (s.split_k > 1)
-      throw std::invalid_argument(fmt::format(
-          "split_k = {} on CUDA device arrays is not supported: pass host arrays", s.split_k));
-    if (!bias.empty() && bias.size() != std::size_t(N))
-      throw std::invalid_argument(
-          fmt::format("bias has {} values, expected N = {}", bias.size(), N));
-    const GemmSpec in = slice_spec(s);
-    const bool inner_scales = in.scaling != Scaling::none;
-    gemm_resident(in, M, N, K, A, B, C, inner_scales ? sa : std::span<const float>(),
-                  inner_scales ? sb : std::span<const float>(), D, stream, device);
-    std::vector<float> acc(std::size_t(M) * N);
-    copy_device(acc.data(), D, acc.size() * sizeof(float), false);
-    apply_epilogue(s, M, N, false, sa, sb, bias, acc, acc);
-    copy_device(D, acc.data(), acc.size() * sizeof(float), true);
-    return;
+  const int Kp = padded_k(s, K);  // a kernel's masked K tail: zeros past K
+  if (!needs_library_gemm(s, !bias.empty()))
+    return resident_slice(s, M, N, K, 0, Kp, K, A, B, C, sa, sb, D, stream, device);
+  // The library GEMM (sim/gemm_split.hpp) on the device: each split-K slice read in place,
+  // its fp32 result summed on the host in slice order, then the epilogue.
+  if (!bias.empty() && bias.size() != std::size_t(N))
+    throw std::invalid_argument(fmt::format("bias has {} values, expected N = {}", bias.size(), N));
+  const GemmSpec in = slice_spec(s);
+  const std::size_t outputs = std::size_t(M) * N;
+  std::vector<float> acc(outputs), part(outputs);
+  for (const KSliceCut& cut : split_k_slices(s, Kp, sa, sb)) {
+    resident_slice(in, M, N, K, cut.k0, cut.len, std::max(0, std::min(cut.len, K - cut.k0)), A,
+                   B, cut.k0 == 0 ? C : nullptr, cut.sa, cut.sb, D, stream, device);
+    copy_device(cut.k0 == 0 ? acc.data() : part.data(), D, outputs * sizeof(float), false);
+    if (cut.k0 > 0)
+      for (std::size_t i = 0; i < outputs; ++i) acc[i] = acc[i] + part[i];
   }
+  apply_epilogue(s, M, N, false, sa, sb, bias, acc, acc);
+  copy_device(D, acc.data(), outputs * sizeof(float), true);
+}
+
+namespace {
+
+void resident_slice(const GemmSpec& s, int M, int N, int ld, int k0, int len, int cols,
+                    const std::uint8_t* A, const std::uint8_t* B, const float* C,
+                    std::span<const float> sa, std::span<const float> sb, float* D,
+                    void* stream, int device) {
+  const int K = len;
   // Code -> value tables (every code of the format; larger codes are reported as bad).
   auto table = [](const FormatSpec& f) {
     std::vector<float> t(code_count(f));
@@ -232,10 +255,15 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
   g.sa_size = sa.size();
   g.sb_size = sb.size();
   g.D = D;
+  g.code_ld = ld;
+  g.code_k0 = k0;
+  g.code_cols = cols;
   DeviceLaunch launch;
   launch.stream = stream;
   launch.device = device;
   run_device_gemm(g, launch);
 }
+
+}  // namespace
 
 }  // namespace fp8sim

@@ -47,8 +47,9 @@ void group_sums_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
 // on `stream` (a cudaStream_t; null: the default stream) of CUDA device `device` (-1: the
 // current one), and returns when D is written.
 // Checks as gemm() does (bad codes too); throws std::invalid_argument naming the problem.
-// A bias (host, N values) or scales after K (gemm_split.hpp) are applied on the host to D's
-// fp32 values, copied down and back (the operands stay in place); split-K is refused.
+// Split-K slices and a kernel's zero-padded K tail read the codes in place; each slice's
+// fp32 result is summed on the host, where a bias (host, N values) and scales after K
+// (gemm_split.hpp) are applied, and D copied back (the operands never move).
 void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A,
                    const std::uint8_t* B, const float* C, std::span<const float> sa,
                    std::span<const float> sb, float* D, void* stream = nullptr,

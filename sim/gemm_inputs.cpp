@@ -7,6 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "kernel.hpp"
 #include "limits.hpp"
 
 namespace fp8sim {
@@ -39,6 +40,19 @@ GemmSpec gemm_spec(const GemmOptions& o, bool have_a_scales, bool have_b_scales)
   s.mx_scale = !o.mx_scale.empty() ? format_by_name(o.mx_scale)
                : in                ? in->format
                                    : format_by_name("ue8m0");
+  if (!o.kernel.empty()) {
+    const KernelSpec& k = kernel_by_name(o.kernel);
+    const GemmOptions d;
+    for (const auto& [set, name] : {std::pair{o.model != d.model, "model"},
+                                    {o.promote_every != d.promote_every, "promote_every"},
+                                    {o.scale_order != d.scale_order, "scale_order"},
+                                    {o.split_k_align != d.split_k_align, "split_k_align"}})
+      if (set)
+        throw std::invalid_argument(fmt::format(
+            "kernel {} sets the model, promote_every, scale_order and split_k_align: drop {}",
+            k.name, name));
+    apply_kernel(s, k);
+  }
   return s;
 }
 

@@ -34,10 +34,14 @@ struct GemmOptions {
   int split_k_align = 128;  // slice lengths round up to a multiple of this
   int mx_block = 0;         // MX scale block (0: the model's block scales', else 32)
   std::string mx_scale;     // MX scale format (empty: the model's block scales', else ue8m0)
+  std::string kernel;       // a kernel preset (sim/kernel.hpp): sets model, promote_every,
+                            // scale_order, split_k_align and the K tile, which must then be
+                            // left at their defaults
 };
 
 // The GemmSpec the options name, for a call with or without scale arrays. Throws
-// std::invalid_argument for an unknown name (messages of the parsers below).
+// std::invalid_argument for an unknown name (messages of the parsers below), and for a
+// kernel given with an option it sets.
 GemmSpec gemm_spec(const GemmOptions& o, bool have_a_scales, bool have_b_scales);
 
 // "f32" (alias fp32), "bf16", "f16" (alias fp16); throws std::invalid_argument otherwise,

@@ -60,6 +60,33 @@ int split_slice(const GemmSpec& s, int K) {
   return std::min(aligned, K);
 }
 
+std::vector<KSliceCut> split_k_slices(const GemmSpec& s, int K, std::span<const float> sa,
+                                      std::span<const float> sb) {
+  const int slice = split_slice(s, K);
+  const int bs = inner_scale_block(s);
+  if (bs > 0 && slice < K && slice % bs != 0)
+    throw std::invalid_argument(fmt::format(
+        "split_k = {}: slices of {} elements cut the scale blocks of {}", s.split_k, slice, bs));
+  const bool scaled = slice_spec(s).scaling != Scaling::none;
+  std::vector<KSliceCut> cuts;
+  for (int k0 = 0; k0 < K; k0 += slice) {
+    KSliceCut cut;
+    cut.k0 = k0;
+    cut.len = std::min(slice, K - k0);
+    if (scaled && bs > 0 && cut.len < K) {
+      const std::size_t cols = (std::size_t(K) + bs - 1) / bs;
+      const std::size_t c0 = std::size_t(k0) / bs, c1 = (std::size_t(k0) + cut.len + bs - 1) / bs;
+      cut.sa = scale_columns(sa, cols, c0, c1);
+      cut.sb = scale_columns(sb, cols, c0, c1);
+    } else if (scaled) {
+      cut.sa.assign(sa.begin(), sa.end());
+      cut.sb.assign(sb.begin(), sb.end());
+    }
+    cuts.push_back(std::move(cut));
+  }
+  return cuts;
+}
+
 bool needs_library_gemm(const GemmSpec& s, bool has_bias) {
   return s.split_k > 1 || has_bias || epilogue_scales(s);
 }
@@ -118,38 +145,19 @@ void library_gemm(const GemmSpec& s, const Operand& A, const Operand& B, bool ba
     expect("A scales", sa.size(), per_row ? std::size_t(M) : 1);
     expect("B scales", sb.size(), per_row ? std::size_t(batched ? M : B.rows) : 1);
   }
-  const int slice = split_slice(s, K);
-  const int bs = inner_scale_block(s);
-  if (bs > 0 && slice < K && slice % bs != 0)
-    throw std::invalid_argument(fmt::format(
-        "split_k = {}: slices of {} elements cut the scale blocks of {}", s.split_k, slice, bs));
   const GemmSpec in = slice_spec(s);
   const std::span<const float> none;
   std::vector<float> acc(outputs), part(outputs);
-  for (int k0 = 0; k0 < K; k0 += slice) {
-    const int len = std::min(slice, K - k0);
-    std::vector<float> sa_j, sb_j;
-    std::span<const float> sa_in = none, sb_in = none;
-    if (in.scaling != Scaling::none) {
-      sa_in = sa;
-      sb_in = sb;
-      if (bs > 0 && len < K) {
-        const std::size_t cols = (std::size_t(K) + bs - 1) / bs;
-        const std::size_t c0 = std::size_t(k0) / bs, c1 = (std::size_t(k0) + len + bs - 1) / bs;
-        sa_j = scale_columns(sa, cols, c0, c1);
-        sb_j = scale_columns(sb, cols, c0, c1);
-        sa_in = sa_j;
-        sb_in = sb_j;
-      }
-    }
-    std::span<float> out = k0 == 0 ? std::span<float>(acc) : std::span<float>(part);
-    const std::span<const float> c_in = k0 == 0 ? C : none;
-    if (len == K) {
-      engine(in, A, B, c_in, sa_in, sb_in, out);
+  for (const KSliceCut& cut : split_k_slices(s, K, sa, sb)) {
+    std::span<float> out = cut.k0 == 0 ? std::span<float>(acc) : std::span<float>(part);
+    const std::span<const float> c_in = cut.k0 == 0 ? C : none;
+    if (cut.len == K) {
+      engine(in, A, B, c_in, cut.sa, cut.sb, out);
     } else {
-      engine(in, columns(A, k0, len), columns(B, k0, len), c_in, sa_in, sb_in, out);
+      engine(in, columns(A, cut.k0, cut.len), columns(B, cut.k0, cut.len), c_in, cut.sa, cut.sb,
+             out);
     }
-    if (k0 > 0)
+    if (cut.k0 > 0)
       for (std::size_t i = 0; i < outputs; ++i) acc[i] = acc[i] + part[i];
   }
   apply_epilogue(s, M, N, batched, sa, sb, bias, acc, D);

@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <span>
+#include <vector>
 
 #include "gemm.hpp"
 
@@ -30,6 +31,19 @@ bool needs_library_gemm(const GemmSpec& s, bool has_bias);
 // The spec each slice runs with: one slice, fp32 output, and no scales where the epilogue
 // applies them.
 GemmSpec slice_spec(const GemmSpec& s);
+
+// One split-K slice: columns [k0, k0 + len) of K, and the scales slice_spec(s) takes for it
+// (block and MX scales: the columns covering the slice; tensor and row scales as given, or
+// none where the epilogue applies them).
+struct KSliceCut {
+  int k0 = 0, len = 0;
+  std::vector<float> sa, sb;
+};
+
+// The slices of a GEMM of K columns (K itself when s.split_k <= 1), in K order. Throws
+// std::invalid_argument where a slice would cut a block or MX scale block.
+std::vector<KSliceCut> split_k_slices(const GemmSpec& s, int K, std::span<const float> sa,
+                                      std::span<const float> sb);
 
 // The epilogue on fp32 results acc (M x N; batched: M x 1 with per-row scales): scales where
 // s.order puts them after K, bias[n], rounding to s.out_type. D may alias acc.

@@ -6,6 +6,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "kernel.hpp"
+
 namespace fp8sim {
 
 const std::vector<NamedRecipe>& named_recipes() {
@@ -22,7 +24,7 @@ const std::vector<NamedRecipe>& named_recipes() {
        "Transformer Engine recipes Float8CurrentScaling / DelayedScaling: fp8_format HYBRID, "
        "fp8_gemm_fprop use_split_accumulator=False, fp8_gemm_dgrad / fp8_gemm_wgrad True; "
        "cuBLASLt's promotion interval 128 as measured on the H100 (README, cuBLASLt)",
-       "e5m2", 128},
+       "e5m2", 128, "cublaslt-fast-accum", "cublaslt"},
       {"mxfp8", "e4m3", "e4m3", "mx", "mxf8f6f4", 0, "deepgemm", "bf16",
        "E4M3 A and B in 1x32 blocks with E8M0 scales (MX), Blackwell's block-scaled MMA "
        "applying the scales inside its step, bf16 output",
@@ -33,7 +35,8 @@ const std::vector<NamedRecipe>& named_recipes() {
        "E4M3 A and B with one fp32 scale per tensor and cuBLASLt fast accumulation in every "
        "GEMM: the WGMMA accumulator is never promoted",
        "cuBLASLt CUBLASLT_MATMUL_DESC_FAST_ACCUM (the accumulator stays in the tensor core "
-       "for all of K); accumulator: the hopper-wgmma preset"},
+       "for all of K); accumulator: the hopper-wgmma preset",
+       "", -1, "cublaslt-fast-accum"},
       {"nvfp4", "e2m1", "e2m1", "nvfp4", "nvfp4", 0, "deepgemm", "bf16",
        "E2M1 A and B in 1x16 blocks with UE4M3 scales under an fp32 tensor scale (NVFP4); "
        "Blackwell's block-scaled MMA applies the block scales inside the MMA and the tensor "
@@ -60,6 +63,13 @@ Recipe recipe_by_name(std::string_view name, GemmRole role) {
     x.name = r.name;
     x.b_format = format_by_name(r.b_format);
     x.order = parse_scale_order(r.order);
+    x.kernel = grad && !r.grad_kernel.empty() ? r.grad_kernel : r.kernel;
+    if (!x.kernel.empty()) {  // the kernel's model, promotion and scale order
+      const KernelSpec& k = kernel_by_name(x.kernel);
+      x.model = accumulator_by_name(k.model);
+      x.promote_every = k.promote_every;
+      x.order = k.order;
+    }
     return x;
   }
   throw std::invalid_argument(fmt::format("unknown recipe '{}' (known: {})", name, known));

@@ -25,6 +25,7 @@ struct Recipe {
   int promote_every = 0;        // 0 = never
   ScaleOrder order = ScaleOrder::deepgemm;
   FormatSpec out_type;          // fp32, bf16 or fp16
+  std::string kernel;           // the kernel preset the GEMM emulates ("": none)
 };
 
 // A row of the named-recipe table: names as the parsers take them (format_by_name,
@@ -41,6 +42,9 @@ struct NamedRecipe {
   std::string evidence;         // where its parameters come from
   std::string grad_format = ""; // A's format in Dgrad and Wgrad ("": a_format)
   int grad_promote_every = -1;  // Dgrad's and Wgrad's promotion (-1: promote_every)
+  std::string kernel = "";      // the kernel preset (sim/kernel.hpp) the recipe's GEMMs run
+                                // as: it sets model, promotion and scale order ("": none)
+  std::string grad_kernel = ""; // Dgrad's and Wgrad's kernel ("": kernel)
 };
 
 // The table, in the order `fp8sim recipes` prints it. Every front-end reads it: `fp8sim

@@ -9,6 +9,7 @@
 #include "bits.hpp"
 #include "capture.hpp"
 #include "gemm.hpp"
+#include "kernel.hpp"
 #include "revision.hpp"
 
 namespace fp8sim {
@@ -24,9 +25,14 @@ using nlohmann::json;
 // shape and each prefix.
 GemmSpec case_spec(const Capture& cap, const CaptureCase& cs, const ReplayOptions& o) {
   GemmSpec s = cs.spec;
-  const std::string model = o.model.empty() ? cs.model : o.model;
-  if (model.empty()) fail(cap, cs, "model is null (unknown): pass --model");
+  std::string model = o.model.empty() ? cs.model : o.model;
   try {
+    if (!o.kernel.empty()) {
+      const KernelSpec& k = kernel_by_name(o.kernel);
+      apply_kernel(s, k);
+      if (o.model.empty()) model = k.model;
+    }
+    if (model.empty()) fail(cap, cs, "model is null (unknown): pass --model or --kernel");
     s.model = accumulator_by_name(model);
     if (o.promote_every >= 0) s.promote_every = o.promote_every;
     s.threads = o.threads;

@@ -16,6 +16,9 @@
 namespace fp8sim {
 
 struct ReplayOptions {
+  std::string kernel;         // a kernel preset (sim/kernel.hpp) for every case when not
+                              // empty: its model, promotion, scale order, K tile, split
+                              // alignment (then model / promote_every override those)
   std::string model;          // overrides every case's "model" when not empty
   int promote_every = -1;     // overrides every case's "promote_every" when >= 0
   std::string case_name;      // replay only this case when not empty

@@ -21,7 +21,7 @@ from . import _core
 
 __all__ = [
     "formats", "describe", "encode", "decode", "table", "next_up", "next_down", "ulp",
-    "Quantized", "quantize", "gemm", "mma", "models", "sweep", "replay", "probe", "analyze", "as_array",
+    "Quantized", "quantize", "gemm", "kernels", "mma", "models", "sweep", "replay", "probe", "analyze", "as_array",
 ]
 __version__ = "0.1.0"
 git_revision: str = _core.git_revision
@@ -213,17 +213,19 @@ def _quantize_cuda(x, fmt: str, scaling: str, role: str, tensor_rows: int) -> Qu
 
 
 def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: str = "e4m3",
-         b_format: str = "e4m3", model: str = "hopper-wgmma", promote_every: int = 0,
-         a_scales: Optional[ArrayLike] = None, b_scales: Optional[ArrayLike] = None,
-         scaling: Optional[str] = None, block: int = 128, scale_order: str = "deepgemm",
-         out_type: str = "f32", device: Optional[str] = None, threads: int = 0,
-         bias: Optional[ArrayLike] = None, split_k: int = 1,
-         split_k_align: int = 128, mx_block: int = 0, mx_scale: str = "") -> np.ndarray:
+         b_format: str = "e4m3", model: Optional[str] = None,
+         promote_every: Optional[int] = None, a_scales: Optional[ArrayLike] = None,
+         b_scales: Optional[ArrayLike] = None, scaling: Optional[str] = None,
+         block: Optional[int] = None, scale_order: Optional[str] = None, out_type: str = "f32",
+         device: Optional[str] = None, threads: int = 0, bias: Optional[ArrayLike] = None,
+         split_k: int = 1, split_k_align: Optional[int] = None, mx_block: int = 0,
+         mx_scale: str = "", kernel: Optional[str] = None) -> np.ndarray:
     """D = A B^T through an accumulator model: the same bits as ``fp8sim gemm``.
 
     ``a`` (M x K) and ``b`` (N x K: each row one column, cuBLASLt's TN) are uint8 codes of
     ``a_format`` / ``b_format`` (or torch FP8 tensors); ``c`` float32 M x N enters the first
-    K chunk. Keywords are the CLI's options: ``promote_every`` (0 never), ``a_scales`` /
+    K chunk. Keywords are the CLI's options (None: the library's default, as the CLI's):
+    ``model`` (hopper-wgmma), ``promote_every`` (0 never; default 0), ``a_scales`` /
     ``b_scales`` (float32; MX: uint8 E8M0 codes or float32) with ``scaling``
     none|tensor|row|block|mx (default tensor when scales are given), ``block``,
     ``scale_order`` deepgemm (scales at each chunk) | cublaslt (tensor and row scales once
@@ -234,8 +236,10 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
     cuBLASLt 128, its block-scaled kernels 512). ``mx_block`` and ``mx_scale`` set MX
     scaling's block and scale format (default: the model's own block scales, as in
     ``model="nvfp4"`` with e2m1 operands and ue4m3 scales per 16, else 32 and ue8m0); with a
-    block-scaled model the scales go inside the MMA, not at promotion.
-    Operands are not copied; the engine decodes each once.
+    block-scaled model the scales go inside the MMA, not at promotion. ``kernel`` names a
+    kernel preset (``kernels()``, ``fp8sim kernels``): it sets the model, the promotion, the
+    scale order, the split alignment and the K tail as that kernel does, so those are left
+    out. Operands are not copied; the engine decodes each once.
 
     torch CUDA tensors for ``a`` and ``b`` (and ``c``) run on the CUDA engine on their own
     device and torch's current stream, as device pointers (no copy; they must be
@@ -251,8 +255,13 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
     array([[ -7.03125  ,  21.326172 ,  -7.1191406],
            [  3.2016602,  30.339844 , -11.560547 ]], dtype=float32)
     """
+    options = _gemm_options(a_format=a_format, b_format=b_format, model=model,
+                            promote_every=promote_every, scaling=scaling, block=block,
+                            scale_order=scale_order, out_type=out_type, threads=threads,
+                            split_k=split_k, split_k_align=split_k_align, mx_block=mx_block,
+                            mx_scale=mx_scale, kernel=kernel)
     if _on_cuda(a) or _on_cuda(b):
-        if mx_block or mx_scale or _core.applies_block_scales(model):
+        if mx_block or mx_scale or _core.applies_block_scales(options.model):
             # A block-scaled MMA: the host entry applies its scales (folded into the operands
             # where they are powers of two, for the CUDA engine's fast paths; group sums by
             # its group-sum step; else the CPU engine), so the operands make one round trip
@@ -260,20 +269,36 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
             dev = a.device if _on_cuda(a) else b.device
             a, b, c, a_scales, b_scales = (t.detach().cpu() if _on_cuda(t) else t
                                            for t in (a, b, c, a_scales, b_scales))
-            d = gemm(a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales,
-                     scaling, block, scale_order, out_type, "cuda", threads, bias, split_k,
-                     split_k_align, mx_block, mx_scale)
+            options.device = "cuda"
+            d = _core.gemm(_codes(a, np.uint8), _codes(b, np.uint8),
+                           None if c is None else as_array(c), _host(a_scales),
+                           _host(b_scales), _f32(bias), options)
             import torch
             return torch.from_numpy(d).to(dev)
-        return _gemm_cuda(a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales,
-                          scaling, block, scale_order, out_type, device, bias, split_k,
-                          split_k_align)
-    return _core.gemm(
-        _codes(a, np.uint8), _codes(b, np.uint8), None if c is None else as_array(c), a_format, b_format, model,
-        promote_every, None if a_scales is None else as_array(a_scales),
-        None if b_scales is None else as_array(b_scales), scaling or "", block, scale_order,
-        out_type, device or "cpu", threads, _f32(bias), split_k, split_k_align, mx_block,
-        mx_scale)
+        return _gemm_cuda(a, b, c, a_scales, b_scales, bias, options, device)
+    options.device = device or "cpu"
+    return _core.gemm(_codes(a, np.uint8), _codes(b, np.uint8),
+                      None if c is None else as_array(c), _host(a_scales), _host(b_scales),
+                      _f32(bias), options)
+
+
+def _gemm_options(**given) -> "_core.GemmOptions":
+    """The core's GemmOptions with the arguments given (None: the library's default)."""
+    options = _core.GemmOptions()
+    for name, value in given.items():
+        if value is not None:
+            setattr(options, name, value)
+    return options
+
+
+def kernels() -> list[tuple[str, str, str, str, str, str]]:
+    """(name, description, parameters, upstream, evidence, not modelled) of every kernel
+    preset, as ``fp8sim kernels`` lists them; any name is a ``kernel=`` argument.
+
+    >>> [k[0] for k in kernels()][:2]
+    ['cublaslt', 'cublaslt-fast-accum']
+    """
+    return list(_core.kernels())
 
 
 def mma(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, model: str = "hopper-wgmma",
@@ -314,8 +339,16 @@ def _f32(x: Optional[ArrayLike]) -> Optional[np.ndarray]:
     return np.ascontiguousarray(as_array(x), dtype=np.float32)
 
 
-def _gemm_cuda(a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales, scaling,
-               block, scale_order, out_type, device, bias, split_k, split_k_align):
+def _host(x: Optional[ArrayLike]) -> Optional[np.ndarray]:
+    """A small argument (scales) as a host array; torch tensors on any device are copied."""
+    if x is None:
+        return None
+    if type(x).__module__.startswith("torch"):
+        x = x.detach().cpu()
+    return as_array(x)
+
+
+def _gemm_cuda(a, b, c, a_scales, b_scales, bias, options, device):
     """gemm() on torch CUDA tensors: the CUDA engine reads them in place."""
     import torch
     if device not in (None, "cuda"):
@@ -335,19 +368,10 @@ def _gemm_cuda(a, b, c, a_format, b_format, model, promote_every, a_scales, b_sc
         t = t.detach()
         return t.view(torch.uint8) if t.dtype.itemsize == 1 and t.dtype.is_floating_point else t
 
-    def host(x):
-        if x is None:
-            return None
-        if type(x).__module__.startswith("torch"):
-            x = x.detach().cpu()
-        return as_array(x)
-
     out = torch.empty((a.shape[0], b.shape[0]), dtype=torch.float32, device=a.device)
     stream = torch.cuda.current_stream(a.device).cuda_stream
-    _core.gemm_cuda(codes(a), codes(b), None if c is None else c.detach(), out, a_format,
-                    b_format, model, promote_every, host(a_scales), host(b_scales),
-                    scaling or "", block, scale_order, out_type, stream, _f32(bias), split_k,
-                    split_k_align)
+    _core.gemm_cuda(codes(a), codes(b), None if c is None else c.detach(), out,
+                    _host(a_scales), _host(b_scales), _f32(bias), options, stream)
     return out
 
 
@@ -388,18 +412,19 @@ def sweep(distributions: Sequence[str] = ("gaussian",), k: Sequence[int] = (4096
 
 
 def replay(dir: str, model: str = "", promote_every: int = -1, case: str = "",
-           threads: int = 0) -> dict:
+           threads: int = 0, kernel: str = "") -> dict:
     """Replays a capture folder (``DIR/manifest.json``) as ``fp8sim replay --json`` does:
     the JSON report as a dict (``all_match``; per case ``matches``, ``total``,
     ``first_mismatch``, ``divergence``), each case with the CLI's one-line summary in
-    ``line``. ``model`` / ``promote_every`` override every case's when given.
+    ``line``. ``kernel`` (a kernel preset), ``model`` / ``promote_every`` override every
+    case's when given.
 
     >>> import os; d = os.path.join(os.environ.get("FP8SIM_TEST_DATA", "tests/data"), "hw", "cublaslt_default")
     >>> replay(d, case="one-large_k2048")["cases"][0]["line"]
     'one-large_k2048: 1024/1024 match'
     """
     import json
-    text, lines = _core.replay(dir, model, promote_every, case, threads)
+    text, lines = _core.replay(dir, model, promote_every, case, threads, kernel)
     report = json.loads(text)
     for c, line in zip(report["cases"], lines):
         c["line"] = line

@@ -55,27 +55,27 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c: Optional[torch.Tensor] = None,
          promote_every: int = 0, scaling: str = "", block: int = 128,
          scale_order: str = "deepgemm", out_type: str = "f32", threads: int = 0,
          bias: Optional[torch.Tensor] = None, split_k: int = 1,
-         split_k_align: int = 128) -> torch.Tensor:
+         split_k_align: int = 128, kernel: str = "") -> torch.Tensor:
     """``fp8sim.gemm`` as a torch op: A (M x K) and B (N x K) uint8 codes -> float32 M x N.
+    ``kernel`` names a kernel preset (``fp8sim.kernels()``), which sets the model, promotion,
+    scale order and split alignment (those stay at their defaults then).
 
     >>> a = torch.full((1, 32), 0x38, dtype=torch.uint8)  # e4m3 1.0
     >>> torch.ops.fp8sim.gemm(a, a).item()
     32.0
     """
-    if a.is_cuda or b.is_cuda:
-        return _fp8sim.gemm(a, b, c, a_format, b_format, model, promote_every, a_scales,
-                            b_scales, scaling or None, block, scale_order, out_type, None,
-                            bias=bias, split_k=split_k, split_k_align=split_k_align)
+    on_cuda = a.is_cuda or b.is_cuda
     d = _fp8sim.gemm(a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales,
-                     scaling or None, block, scale_order, out_type, "cpu", threads, bias=bias,
-                     split_k=split_k, split_k_align=split_k_align)
-    return torch.from_numpy(d)
+                     scaling or None, block, scale_order, out_type, None if on_cuda else "cpu",
+                     0 if on_cuda else threads, bias=bias, split_k=split_k,
+                     split_k_align=split_k_align, kernel=kernel or None)
+    return d if on_cuda else torch.from_numpy(d)
 
 
 @gemm.register_fake
 def _(a, b, c=None, a_scales=None, b_scales=None, a_format="e4m3", b_format="e4m3",
       model="hopper-wgmma", promote_every=0, scaling="", block=128, scale_order="deepgemm",
-      out_type="f32", threads=0, bias=None, split_k=1, split_k_align=128):
+      out_type="f32", threads=0, bias=None, split_k=1, split_k_align=128, kernel=""):
     torch._check(a.dim() == 2 and b.dim() == 2 and a.shape[1] == b.shape[1])
     return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.float32)
 

@@ -16,6 +16,7 @@
 #include "gemm.hpp"
 #include "gemm_device.hpp"
 #include "gemm_inputs.hpp"
+#include "kernel.hpp"
 
 namespace fp8sim::py {
 namespace {
@@ -190,45 +191,51 @@ std::vector<std::tuple<std::string, std::string, std::string, std::string, std::
 }  // namespace
 
 void bind_gemm(nb::module_& m) {
-  m.def(
-      "gemm",
-      [](const AnyArray& a, const AnyArray& b, const std::optional<AnyArray>& c,
-         const std::string& a_format, const std::string& b_format, const std::string& model,
-         int promote_every, const std::optional<AnyArray>& a_scales,
-         const std::optional<AnyArray>& b_scales, const std::string& scaling, int block,
-         const std::string& scale_order, const std::string& out_type, const std::string& device,
-         int threads, const std::optional<AnyArray>& bias, int split_k, int split_k_align,
-         int mx_block, const std::string& mx_scale) {
-        return run_gemm(a, b, c, a_scales, b_scales, bias,
-                        {a_format, b_format, model, promote_every, scaling, block, scale_order,
-                         out_type, threads, device, split_k, split_k_align, mx_block, mx_scale});
-      },
-      nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("a_format"), nb::arg("b_format"),
-      nb::arg("model"), nb::arg("promote_every"), nb::arg("a_scales").none(),
-      nb::arg("b_scales").none(), nb::arg("scaling"), nb::arg("block"), nb::arg("scale_order"),
-      nb::arg("out_type"), nb::arg("device"), nb::arg("threads"), nb::arg("bias").none(),
-      nb::arg("split_k"), nb::arg("split_k_align"), nb::arg("mx_block") = 0,
-      nb::arg("mx_scale") = "",
-      "D = A B^T through an accumulator model, as `fp8sim gemm`.");
+  nb::class_<GemmOptions>(m, "GemmOptions",
+                          "A GEMM's options as the CLI names them (sim/gemm_inputs.hpp); "
+                          "every field starts at the library's default.")
+      .def(nb::init<>())
+      .def_rw("a_format", &GemmOptions::a_format)
+      .def_rw("b_format", &GemmOptions::b_format)
+      .def_rw("model", &GemmOptions::model)
+      .def_rw("promote_every", &GemmOptions::promote_every)
+      .def_rw("scaling", &GemmOptions::scaling)
+      .def_rw("block", &GemmOptions::block)
+      .def_rw("scale_order", &GemmOptions::scale_order)
+      .def_rw("out_type", &GemmOptions::out_type)
+      .def_rw("threads", &GemmOptions::threads)
+      .def_rw("device", &GemmOptions::device)
+      .def_rw("split_k", &GemmOptions::split_k)
+      .def_rw("split_k_align", &GemmOptions::split_k_align)
+      .def_rw("mx_block", &GemmOptions::mx_block)
+      .def_rw("mx_scale", &GemmOptions::mx_scale)
+      .def_rw("kernel", &GemmOptions::kernel);
+  m.def("gemm", &run_gemm, nb::arg("a"), nb::arg("b"), nb::arg("c").none(),
+        nb::arg("a_scales").none(), nb::arg("b_scales").none(), nb::arg("bias").none(),
+        nb::arg("options"), "D = A B^T through an accumulator model, as `fp8sim gemm`.");
   m.def(
       "gemm_cuda",
       [](const CudaArray& a, const CudaArray& b, const std::optional<CudaArray>& c, CudaOut& out,
-         const std::string& a_format, const std::string& b_format, const std::string& model,
-         int promote_every, const std::optional<AnyArray>& a_scales,
-         const std::optional<AnyArray>& b_scales, const std::string& scaling, int block,
-         const std::string& scale_order, const std::string& out_type, std::uintptr_t stream,
-         const std::optional<AnyArray>& bias, int split_k, int split_k_align) {
-        run_gemm_cuda(a, b, c, out, a_scales, b_scales, bias,
-                      {a_format, b_format, model, promote_every, scaling, block, scale_order,
-                       out_type, 0, "cuda", split_k, split_k_align},
-                      stream);
+         const std::optional<AnyArray>& a_scales, const std::optional<AnyArray>& b_scales,
+         const std::optional<AnyArray>& bias, GemmOptions options, std::uintptr_t stream) {
+        options.device = "cuda";
+        options.threads = 0;
+        run_gemm_cuda(a, b, c, out, a_scales, b_scales, bias, options, stream);
       },
-      nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("out"), nb::arg("a_format"),
-      nb::arg("b_format"), nb::arg("model"), nb::arg("promote_every"),
-      nb::arg("a_scales").none(), nb::arg("b_scales").none(), nb::arg("scaling"),
-      nb::arg("block"), nb::arg("scale_order"), nb::arg("out_type"), nb::arg("stream"),
-      nb::arg("bias").none(), nb::arg("split_k"), nb::arg("split_k_align"),
+      nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("out"),
+      nb::arg("a_scales").none(), nb::arg("b_scales").none(), nb::arg("bias").none(),
+      nb::arg("options"), nb::arg("stream"),
       "out = A B^T on CUDA device arrays through the CUDA engine, in place on `stream`.");
+  m.def("kernels", [] {
+          std::vector<std::tuple<std::string, std::string, std::string, std::string, std::string,
+                                 std::string>> out;
+          for (const KernelSpec& k : kernel_presets())
+            out.emplace_back(k.name, k.description, describe(k), k.upstream, k.evidence,
+                             k.not_modelled);
+          return out;
+        },
+        "(name, description, parameters, upstream, evidence, not modelled) of every kernel "
+        "preset, as `fp8sim kernels` lists them.");
   m.def("mma", &run_mma, nb::arg("a"), nb::arg("b"), nb::arg("c").none(),
         nb::arg("a_scales").none(), nb::arg("b_scales").none(), nb::arg("a_format"),
         nb::arg("b_format"), nb::arg("model"),

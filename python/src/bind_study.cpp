@@ -57,11 +57,17 @@ nb::tuple sweep_csv(const std::vector<std::string>& distributions, const std::ve
 
 // The report as replay_json() writes it (parsed in Python) and format_case()'s line per case.
 nb::tuple replay_report(const std::string& dir, const std::string& model, int promote_every,
-                        const std::string& case_name, int threads) {
+                        const std::string& case_name, int threads, const std::string& kernel) {
   ReplayReport r;
   {
     nb::gil_scoped_release release;
-    r = replay(dir, {model, promote_every, case_name, threads});
+    ReplayOptions o;
+    o.kernel = kernel;
+    o.model = model;
+    o.promote_every = promote_every;
+    o.case_name = case_name;
+    o.threads = threads;
+    r = replay(dir, o);
   }
   std::vector<std::string> lines;
   for (const ReplayCase& c : r.cases) lines.push_back(format_case(c));
@@ -132,7 +138,7 @@ void bind_study(nb::module_& m) {
         nb::arg("skip_invalid"), "run_sweep, as the experiments' tidy CSV text, and the skipped list.");
   m.def("replay", &replay_report, nb::arg("dir"), nb::arg("model") = "",
         nb::arg("promote_every") = -1, nb::arg("case") = "", nb::arg("threads") = 0,
-        "Replays a capture folder bit for bit: (JSON report, one line per case).");
+        nb::arg("kernel") = "", "Replays a capture folder bit for bit: (JSON report, one line per case).");
   m.def("probe", &run_probe, nb::arg("kernel").none(), nb::arg("model") = "hopper-wgmma",
         nb::arg("promote_every") = 0, nb::arg("format") = "e4m3",
         nb::arg("b_format").none() = nb::none(), nb::arg("max_k") = 4096,

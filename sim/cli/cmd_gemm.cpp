@@ -11,6 +11,7 @@
 #include "cli/options.hpp"
 #include "gemm.hpp"
 #include "gemm_inputs.hpp"
+#include "kernel.hpp"
 #include "npy.hpp"
 
 namespace fp8sim::cli {
@@ -68,6 +69,9 @@ void add_gemm_commands(CLI::App& app) {
   cmd->add_option("--b-format", g->b_format, "Format of B's codes")->capture_default_str();
   cmd->add_option("--model", g->model, "Accumulator model (see `fp8sim models`)")
       ->capture_default_str();
+  cmd->add_option("--kernel", g->kernel,
+                  "A kernel preset (see `fp8sim kernels`): sets the model, promotion, scale "
+                  "order and split alignment as that kernel does");
   add_integer_option(cmd, "--promote-every", g->promote_every,
                      "K elements per chunk promoted to FP32 (0 = never)", 0, limits::kMaxDim);
   cmd->add_option("--a-scales", g->a_scales,
@@ -100,6 +104,26 @@ void add_gemm_commands(CLI::App& app) {
   add_threads_option(cmd, g->threads);
   add_device_option(cmd, g->device);
   cmd->callback([g] { run_gemm(*g); });
+
+  auto* kernels = app.add_subcommand("kernels", "List the GEMM kernel presets (--kernel)");
+  auto kernels_md = std::make_shared<bool>(false);
+  kernels->add_flag("--markdown", *kernels_md,
+                    "One Markdown table: kernel, what it is, model, upstream, evidence, not "
+                    "modelled");
+  kernels->callback([kernels_md] {
+    if (*kernels_md)
+      fmt::print("| kernel | what it is | model | upstream | evidence | not modelled |\n"
+                 "|---|---|---|---|---|---|\n");
+    for (const KernelSpec& k : kernel_presets()) {
+      if (*kernels_md) {
+        fmt::print("| `{}` | {} | {} | {} | {} | {} |\n", k.name, k.description, describe(k),
+                   k.upstream, k.evidence, k.not_modelled);
+      } else {
+        fmt::print("{}\n    {}\n    {}\n    upstream: {}\n    evidence: {}\n    not modelled: {}\n",
+                   k.name, k.description, describe(k), k.upstream, k.evidence, k.not_modelled);
+      }
+    }
+  });
 
   auto* models = app.add_subcommand("models", "List the accumulator model presets");
   auto markdown = std::make_shared<bool>(false);

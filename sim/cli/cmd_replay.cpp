@@ -16,7 +16,7 @@ namespace fp8sim::cli {
 namespace {
 
 struct ReplayArgs {
-  std::string captures, model, case_name, json;
+  std::string captures, kernel, model, case_name, json;
   int promote_every = -1;
   int threads = 0;
   std::string device = "cpu";
@@ -25,6 +25,7 @@ struct ReplayArgs {
 // Prints one line per case and a summary; exits 1 on any mismatch (bad input throws: 2).
 void run_replay(const ReplayArgs& g) {
   ReplayOptions o;
+  o.kernel = g.kernel;
   o.model = g.model;
   o.promote_every = g.promote_every;
   o.case_name = g.case_name;
@@ -42,8 +43,9 @@ void run_replay(const ReplayArgs& g) {
     fmt::print("{}\n", format_case(c));
     bad += c.ok() ? 0 : 1;
   }
-  fmt::print("replay: {} of {} cases match (got = capture, want = model{}{})\n",
+  fmt::print("replay: {} of {} cases match (got = capture, want = model{}{}{})\n",
              r.cases.size() - bad, r.cases.size(),
+             g.kernel.empty() ? "" : fmt::format(" kernel {}", g.kernel),
              g.model.empty() ? "" : fmt::format(" {}", g.model),
              g.promote_every < 0 ? "" : fmt::format(", promote every {}", g.promote_every));
   if (!g.json.empty()) write_file(g.json, replay_json(r));
@@ -59,6 +61,9 @@ void add_replay_command(CLI::App& app) {
       "replay", "Recompute captured kernel outputs (DIR/manifest.json + .npy) with a model and "
                 "compare bit for bit; exit 0 all match, 1 mismatch, 2 bad input");
   cmd->add_option("--captures", g->captures, "Capture folder holding manifest.json")->required();
+  cmd->add_option("--kernel", g->kernel,
+                  "A kernel preset for every case (see `fp8sim kernels`; default: each case's "
+                  "own \"kernel_preset\", else its model and promotion)");
   cmd->add_option("--model", g->model,
                   "Accumulator model for every case (default: each case's own \"model\")");
   add_integer_option(cmd, "--promote-every", g->promote_every,
