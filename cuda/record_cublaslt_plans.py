@@ -210,6 +210,19 @@ TRACED_FIELDS = ["m", "n", "k", "out", "scale", "fast", "bias", "algo_id", "tile
                  "split_k", "reduction", "custom", "cluster", "query_agrees", "error"]
 
 
+def grid_shapes(count: int, seed: int) -> list:
+    """Random points of the table's grid, under random_shapes' size limits."""
+    rng = random.Random(seed)
+    out, seen = [], set()
+    while len(out) < count:
+        m, n, k = rng.choice(M_AXIS), rng.choice(N_AXIS), rng.choice(K_AXIS)
+        if m * n > 2 ** 28 or (m + n) * k > 2 ** 31 or m * n * k > 2 ** 42 or (m, n, k) in seen:
+            continue
+        seen.add((m, n, k))
+        out.append((m, n, k))
+    return out
+
+
 def compact_traced(cases: list, prov: dict, count: int, seed: int) -> dict:
     """The traced calls as one row each (TRACED_FIELDS): the algorithm cuBLASLt's trace names
     (fields it leaves out at their defaults filled in: split-K 1, reduction NONE, custom 0),
@@ -236,9 +249,12 @@ def compact_traced(cases: list, prov: dict, count: int, seed: int) -> dict:
             "differences": differences}
 
 
-def traced_child(path: str, count: int, seed: int, git_rev: str, log: str) -> int:
+def traced_child(path: str, count: int, seed: int, git_rev: str, log: str,
+                 table_path: str = "") -> int:
     import torch
     plan = load_plan_module()
+    table = plan.load_table(table_path) if table_path else None
+    table_checked = table_agree = 0
     dev = torch.device("cuda")
     prov = provenance(plan, git_rev)
     dt = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
@@ -259,7 +275,8 @@ def traced_child(path: str, count: int, seed: int, git_rev: str, log: str) -> in
         return algo, lines
 
     cases, agree, differ, t0 = [], 0, 0, time.time()
-    for si, (M, N, K) in enumerate(random_shapes(count, seed)):
+    shapes = grid_shapes(count, seed) if table else random_shapes(count, seed)
+    for si, (M, N, K) in enumerate(shapes):
         g = torch.Generator(device=dev).manual_seed(seed * 7919 + si)
         a = torch.randint(0, 0x7f, (M, K), generator=g, device=dev, dtype=torch.uint8).view(torch.float8_e4m3fn)
         b = torch.randint(0, 0x7f, (N, K), generator=g, device=dev, dtype=torch.uint8).view(torch.float8_e4m3fn)
@@ -299,6 +316,19 @@ def traced_child(path: str, count: int, seed: int, git_rev: str, log: str) -> in
             else:
                 d, ok = [], ("torch_error" in rec) == ("query_error" in rec)
             rec["agree"] = ok
+            if table is not None and bias_t is None:
+                want = table.lookup(M, N, K, out, fast, scale)
+                if "traced" in rec and want is not None:
+                    tr = dict({"split_k": 1, "reduction": "NONE", "custom": 0}, **rec["traced"])
+                    good = all(str(want[f]) == str(tr[f]) for f in FIELDS[:7] if f in tr)
+                else:
+                    good = ("traced" in rec) == (want is not None)
+                table_checked += 1
+                table_agree += good
+                rec["table_agrees"] = good
+                if not good:
+                    print(f"TABLE DIFFERS {M}x{N}x{K} {variant_key(out, scale, fast)}: table {want} "
+                          f"trace {rec.get('traced') or rec.get('torch_error')}", flush=True)
             if d:
                 rec["diff"] = d
             agree += ok
@@ -313,6 +343,11 @@ def traced_child(path: str, count: int, seed: int, git_rev: str, log: str) -> in
                   f"{time.time() - t0:.0f} s", flush=True)
     prov["seconds"] = round(time.time() - t0, 1)
     doc = compact_traced(cases, prov, count, seed)
+    if table is not None:
+        doc["table"] = {"path": table_path, "checked": table_checked, "agree": table_agree}
+        doc["note"] = ("torch._scaled_mm at random points of the table's grid: the traced "
+                       "algorithm against the table's entry (no bias) and against query()")
+        print(f"table {table_path}: {table_agree} of {table_checked} traced calls agree with it", flush=True)
     with open(path, "w") as f:
         json.dump(doc, f, separators=(",", ":"))
     print(f"traced: {len(cases)} calls on {count} shapes: {agree} agree, {differ} differ; "
@@ -400,6 +435,8 @@ def main() -> int:
     ap.add_argument("--count", type=int, default=320, help="random shapes for --traced")
     ap.add_argument("--seed", type=int, default=25)
     ap.add_argument("--git-rev", default="", help="when the tree has no .git")
+    ap.add_argument("--check-table", metavar="TABLE", help="with --traced: run the traced calls at "
+                    "random points of TABLE's grid and compare cuBLASLt's trace with the table")
     ap.add_argument("--analyse", metavar="TABLE", help="print the rules a recorded table shows "
                     "(with --traced FILE: how they do on that held-out file); needs no GPU")
     ap.add_argument("--traced-child", action="store_true", help=argparse.SUPPRESS)
@@ -409,7 +446,7 @@ def main() -> int:
         return 0
     if args.traced_child:
         return traced_child(args.traced, args.count, args.seed, args.git_rev,
-                            os.environ["CUBLASLT_LOG_FILE"])
+                            os.environ["CUBLASLT_LOG_FILE"], args.check_table or "")
     rc = 0
     if args.table:
         plan = load_plan_module()
@@ -425,7 +462,8 @@ def main() -> int:
         env = dict(os.environ, CUBLASLT_LOG_LEVEL="5", CUBLASLT_LOG_FILE=log)
         rc = subprocess.run([sys.executable, os.path.abspath(__file__), "--traced-child",
                              "--traced", args.traced, "--count", str(args.count),
-                             "--seed", str(args.seed), "--git-rev", git_revision(args.git_rev)],
+                             "--seed", str(args.seed), "--git-rev", git_revision(args.git_rev)]
+                            + (["--check-table", args.check_table] if args.check_table else []),
                             env=env).returncode
     return rc
 
