@@ -6,7 +6,7 @@ variant (output f32/bf16/f16, fast accumulation off/on, tensor and row scales; b
 without fast accumulation, as torch allows), into one data file with its provenance (GPU,
 SMs, driver, CUDA, cuBLASLt, torch, date, git revision, seconds taken):
 
-    python3 cuda/record_cublaslt_plans.py --table python/fp8sim/data/cublaslt_plans_h100.json
+    python3 cuda/record_cublaslt_plans.py --table sim/data/cublaslt_plans_h100.json
 
 --traced FILE (with --count N) also runs torch._scaled_mm on N random shapes (M 1..16384; N,
 K from LLM layers or random multiples of 16; none on the table's grid) in every variant, with
@@ -14,19 +14,21 @@ cuBLASLt's trace on (CUBLASLT_LOG_LEVEL=5, in a child process), and writes for e
 what the trace says cuBLASLt ran and what query() answered: the check of query() against
 cuBLASLt and, kept out of the tables, the held-out set for the tables' rules. Both together:
 
-    python3 cuda/record_cublaslt_plans.py --table python/fp8sim/data/cublaslt_plans_h200.json \
+    python3 cuda/record_cublaslt_plans.py --table sim/data/cublaslt_plans_h200.json \
         --traced tests/data/cublaslt_heldout_h200.json --count 320
 
-Table format (JSON): "axes" m, n, k; "variants" (out, scale, fast); "fields" and "configs" (the
-distinct algorithms: algo id, tile, stages, split-K, reduction, custom option, cluster, CTA
-swizzling, inner shape, workspace needed); "plans": per variant, the index into "configs" of
-every grid point in (m, n, k) order, 65535 where cuBLASLt returns no algorithm, as
-little-endian uint16, zlib-compressed, base64 (fp8sim.cublaslt_plan.load_table reads it).
+Table format: PATH.json holds "axes" m, n, k; "variants" ("<out> <scale> fast<0|1>");
+"fields" and "configs" (the distinct algorithms: algo id, tile, stages, split-K, reduction,
+custom option, cluster, CTA swizzling, inner shape, workspace needed); the provenance; and
+"rules", the no-split rule each variant's points show (no_split_rules). PATH.bin holds, per
+variant in that order, the index into "configs" of every grid point in (m, n, k) order, 65535
+where cuBLASLt returns no algorithm, as little-endian uint16, zlib-compressed. The library
+builds the tables in sim/data/ into itself (sim/cublaslt_plan.hpp); a table elsewhere is
+used by its .json path (gpu=PATH, --gpu PATH).
 """
 from __future__ import annotations
 
 import argparse
-import base64
 import datetime
 import importlib.util
 import json
@@ -155,23 +157,52 @@ def record_table(plan, path: str, git_rev: str) -> None:
                         index[row] = len(configs)
                         configs.append(list(row))
                     codes += index[row].to_bytes(2, "little")
-        plans[variant_key(out, scale, fast)] = base64.b64encode(zlib.compress(bytes(codes), 9)).decode()
+        plans[variant_key(out, scale, fast)] = bytes(codes)
         print(f"table: {variant_key(out, scale, fast)} done, {n_q} queries, "
               f"{time.time() - t0:.1f} s", flush=True)
     prov["seconds"] = round(time.time() - t0, 1)
     prov["queries"] = n_q
     prov["us_per_query"] = round(1e6 * (time.time() - t0) / max(1, n_q), 1)
-    doc = {"format": "fp8sim-cublaslt-plans-1", "provenance": prov,
-           "axes": {"m": M_AXIS, "n": N_AXIS, "k": K_AXIS},
-           "llm_dims": LLM_DIMS,
-           "variants": [{"key": variant_key(*v), "out": v[0], "scale": v[1], "fast": v[2]}
-                        for v in VARIANTS],
-           "fields": FIELDS, "configs": configs, "none": NONE, "plans": plans}
+    write_table(path, prov, configs, plans)
+
+
+def no_split_rules(configs: list, plans: dict) -> list:
+    """Per variant, the rule its recorded points show with no exception: it never splits, or
+    it splits nowhere with M*N above the largest M*N that splits, nor with K below the smallest
+    K that splits (sim/cublaslt_plan.cpp applies these between recorded points)."""
+    import array
+    fi = FIELDS.index("split_k")
+    pts = [(m, n, k) for m in M_AXIS for n in N_AXIS for k in K_AXIS]
+    rules = []
+    for key, codes in plans.items():
+        a = array.array("H")
+        a.frombytes(codes)
+        sp = [None if c == NONE else configs[c][fi] for c in a]
+        splits = [p for p, s_ in zip(pts, sp) if s_ is not None and s_ > 1]
+        points = sum(s_ is not None for s_ in sp)
+        if not splits:
+            rules.append({"variant": key, "never_splits": True, "points": points})
+        else:
+            rules.append({"variant": key, "no_split_above_mn": max(m * n for m, n, k in splits),
+                          "no_split_below_k": min(k for m, n, k in splits), "points": points})
+    return rules
+
+
+def write_table(path: str, prov: dict, configs: list, plans: dict) -> None:
+    """The table as sim/cublaslt_plan.hpp reads it: PATH (.json: axes, variants, configurations,
+    provenance, rules) and PATH's .bin (zlib: each variant's uint16 configuration indices, M-major,
+    then N, then K, in the variants' order)."""
+    doc = {"format": "fp8sim-cublaslt-plans-2", "provenance": prov,
+           "axes": {"m": M_AXIS, "n": N_AXIS, "k": K_AXIS}, "llm_dims": LLM_DIMS,
+           "variants": list(plans), "fields": FIELDS, "configs": configs, "none": NONE,
+           "rules": no_split_rules(configs, plans)}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         json.dump(doc, f, separators=(",", ":"))
-    print(f"table: {path}: {n_q} queries in {prov['seconds']} s ({prov['us_per_query']} us each), "
-          f"{len(configs)} distinct algorithms, {os.path.getsize(path)} bytes", flush=True)
+    with open(path[:-len(".json")] + ".bin", "wb") as f:
+        f.write(zlib.compress(b"".join(plans.values()), 9))
+    print(f"table: {path}: {prov['queries']} queries in {prov['seconds']} s ({prov['us_per_query']} us "
+          f"each), {len(configs)} distinct algorithms", flush=True)
 
 
 # ---- traced calls ---------------------------------------------------------------------------
@@ -368,8 +399,8 @@ def analyse(table_path: str, heldout_path: str = "") -> None:
     split = {}
     for v in t.variants:
         a = array.array("H")
-        a.frombytes(t._codes[v["key"]])
-        split[v["key"]] = [None if c == t.none else t.configs[c]["split_k"] for c in a]
+        a.frombytes(t._codes[v])
+        split[v] = [None if c == t.none else t.configs[c]["split_k"] for c in a]
     print(f"table {table_path}: {t.provenance.get('gpu')}, cuBLASLt {t.provenance.get('cublaslt_version')}, "
           f"{len(ms)} M x {len(ns)} N x {len(ks)} K x {len(t.variants)} variants, "
           f"{len(t.configs)} distinct algorithms")

@@ -6,3 +6,5 @@ fp8sim_add_test(test_gemm_path SOURCES test_gemm_path.cpp LABELS unit)
 fp8sim_add_test(test_cli_gemm SOURCES test_cli_gemm.cpp LABELS unit)
 fp8sim_add_test(test_gemm_prefixes SOURCES test_gemm_prefixes.cpp LABELS "unit;differential")
 fp8sim_add_test(test_kernel SOURCES test_kernel.cpp LABELS "unit;golden")
+fp8sim_add_test(test_cublaslt_plan SOURCES test_cublaslt_plan.cpp LABELS "unit;golden"
+  LIBS nlohmann_json::nlohmann_json)

@@ -483,12 +483,12 @@ def same_choice(plan: dict, traced: dict) -> list:
 # ---- recorded tables (cuda/record_cublaslt_plans.py) -------------------------------------
 
 class Table:
-    """A recorded table: ``lookup(m, n, k, out, fast, scale)`` -> the plan dict (query()'s
-    fields) at a grid point, None where cuBLASLt returned no algorithm; KeyError off the grid."""
+    """A recorded table (sim/data/cublaslt_plans_<gpu>.json and .bin, written by
+    cuda/record_cublaslt_plans.py): ``lookup(m, n, k, out, fast, scale)`` -> the plan dict
+    (query()'s fields) at a grid point, None where cuBLASLt returned no algorithm; KeyError off
+    the grid. (fp8sim.torch.explain decides through the library, which has these built in.)"""
 
-    def __init__(self, doc: dict):
-        import base64
-        import zlib
+    def __init__(self, doc: dict, blob: bytes):
         self.provenance = doc["provenance"]
         self.axes = {a: list(v) for a, v in doc["axes"].items()}
         self._pos = {a: {x: i for i, x in enumerate(v)} for a, v in self.axes.items()}
@@ -496,7 +496,9 @@ class Table:
         self.configs = [dict(zip(self.fields, c)) for c in doc["configs"]]
         self.none = doc.get("none", 65535)
         self.variants = doc["variants"]
-        self._codes = {key: zlib.decompress(base64.b64decode(s)) for key, s in doc["plans"].items()}
+        self.rules = doc.get("rules", [])
+        size = 2 * len(self.axes["m"]) * len(self.axes["n"]) * len(self.axes["k"])
+        self._codes = {key: blob[i * size:(i + 1) * size] for i, key in enumerate(self.variants)}
 
     def code(self, m: int, n: int, k: int, out: str, fast: bool, scale: str) -> int:
         key = f"{out} {scale} fast{int(bool(fast))}"
@@ -511,9 +513,10 @@ class Table:
 
 
 def load_table(path: str) -> Table:
-    """A table written by cuda/record_cublaslt_plans.py (.json, or .json.gz)."""
-    import gzip
+    """A table written by cuda/record_cublaslt_plans.py: its .json, with the .bin beside it."""
     import json
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        return Table(json.load(f))
+    import zlib
+    with open(path) as f:
+        doc = json.load(f)
+    with open(path[:-len(".json")] + ".bin", "rb") as f:
+        return Table(doc, zlib.decompress(f.read()))

@@ -1,12 +1,15 @@
 // cmd_gemm: `fp8sim gemm` (the GEMM engine on .npy files) and `fp8sim models`.
 #include <fmt/format.h>
 
+#include <cstdio>
+
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "accumulator.hpp"
+#include "cublaslt_plan.hpp"
 #include "commands.hpp"
 #include "cli/options.hpp"
 #include "gemm.hpp"
@@ -20,7 +23,26 @@ namespace {
 struct GemmArgs : GemmOptions {
   std::string a, b, c, a_scales, b_scales, bias;
   std::string out = "D.npy";
+  std::string gpu;              // look cuBLASLt's split up for this recorded GPU
+  bool split_k_given = false;
 };
+
+// The torch._scaled_mm call a cuBLASLt kernel preset runs (for its recorded plan).
+ScaledMmCall scaled_mm_call(const GemmSpec& s, const std::string& kernel, std::size_t M,
+                            std::size_t N, std::size_t K, bool bias) {
+  if (kernel != "cublaslt" && kernel != "cublaslt-fast-accum")
+    throw std::invalid_argument(
+        "--gpu looks up cuBLASLt's split-K: give --kernel cublaslt or cublaslt-fast-accum");
+  ScaledMmCall c;
+  c.m = int(M);
+  c.n = int(N);
+  c.k = int(K);
+  c.out = s.out_type.mantissa_bits == 23 ? "f32" : s.out_type.exponent_bits == 8 ? "bf16" : "f16";
+  c.fast = kernel == "cublaslt-fast-accum";
+  c.scale = std::string(to_string(s.scaling));
+  c.bias = bias;
+  return c;
+}
 
 // Scale values from a .npy: float32 values, or for MX uint8 E8M0 codes.
 std::vector<float> read_scales(const std::string& path, const GemmSpec& s, std::size_t rows,
@@ -31,11 +53,19 @@ std::vector<float> read_scales(const std::string& path, const GemmSpec& s, std::
 }
 
 void run_gemm(const GemmArgs& g) {
-  const GemmSpec s = gemm_spec(g, !g.a_scales.empty(), !g.b_scales.empty());
+  GemmSpec s = gemm_spec(g, !g.a_scales.empty(), !g.b_scales.empty());
+  if (!g.gpu.empty() && g.split_k_given)
+    throw std::invalid_argument("--gpu looks the split up: drop --split-k, or --gpu");
   const NpyArray a = read_npy_checked(g.a, "|u1", {0, 0});
   const NpyArray b = read_npy_checked(g.b, "|u1", {0, 0});
   const std::size_t M = a.shape[0], K = a.shape[1], N = b.shape[0];
   check_gemm_problem(g.a, g.b, M, K, N, b.shape[1]);
+  if (!g.gpu.empty()) {
+    const CublasltPlan p =
+        cublaslt_plan(g.gpu, scaled_mm_call(s, g.kernel, M, N, K, !g.bias.empty()));
+    s.split_k = p.split_k;
+    std::fprintf(stderr, "fp8sim: plan: %s\n", describe(p).c_str());
+  }
   validate(s, int(M), int(N), int(K));
 
   std::vector<float> C;
@@ -95,7 +125,11 @@ void add_gemm_commands(CLI::App& app) {
                                      "rounding (a bf16/fp16 bias as its float32 values)");
   add_integer_option(cmd, "--split-k", g->split_k,
                      "K slices reduced in fp32, as cuBLASLt's numSplitsK (slices of "
-                     "ceil(K/S) rounded up to --split-k-align)", 1, limits::kMaxDim);
+                     "ceil(K/S) rounded up to --split-k-align)", 1, limits::kMaxDim)
+      ->each([g](const std::string&) { g->split_k_given = true; });
+  cmd->add_option("--gpu", g->gpu,
+                  "With --kernel cublaslt[-fast-accum]: the split-K cuBLASLt runs on this "
+                  "recorded GPU (h100, h200; see `fp8sim explain`), in place of --split-k");
   add_integer_option(cmd, "--split-k-align", g->split_k_align,
                      "Slice lengths round up to a multiple of this (cuBLASLt: 128; its "
                      "block-scaled kernels: 512)", 1, limits::kMaxDim);
@@ -104,6 +138,28 @@ void add_gemm_commands(CLI::App& app) {
   add_threads_option(cmd, g->threads);
   add_device_option(cmd, g->device);
   cmd->callback([g] { run_gemm(*g); });
+
+  auto e = std::make_shared<ScaledMmCall>();
+  auto egpu = std::make_shared<std::string>("h100");
+  auto* explain = app.add_subcommand(
+      "explain", "The plan cuBLASLt runs for one torch._scaled_mm call on a recorded GPU "
+                 "(split-K, reduction, tile), from the recorded tables or their rules; exit 2 "
+                 "where they cannot decide");
+  add_integer_option(explain, "--m", e->m, "Rows of a (tokens)", 1, limits::kMaxDim)->required();
+  add_integer_option(explain, "--n", e->n, "Columns of b", 1, limits::kMaxDim)->required();
+  add_integer_option(explain, "--k", e->k, "The reduction length", 1, limits::kMaxDim)->required();
+  explain->add_option("--out-type", e->out, "f32|bf16|f16")->capture_default_str();
+  explain->add_flag("--fast-accum", e->fast, "use_fast_accum=True");
+  explain->add_option("--scaling", e->scale, "tensor|row|block")->capture_default_str();
+  explain->add_flag("--bias", e->bias, "A bias in the call");
+  explain->add_option("--gpu", *egpu, "A recorded GPU (h100, h200) or a table's .json path")
+      ->capture_default_str();
+  explain->callback([e, egpu] {
+    ScaledMmCall c = *e;
+    if (c.out == "fp32") c.out = "f32";
+    if (c.out == "fp16") c.out = "f16";
+    fmt::print("{}\n", describe(cublaslt_plan(*egpu, c)));
+  });
 
   auto* kernels = app.add_subcommand("kernels", "List the GEMM kernel presets (--kernel)");
   auto kernels_md = std::make_shared<bool>(false);

@@ -10,7 +10,7 @@
 namespace fp8sim::cli {
 
 void add_convert_commands(CLI::App& app);  // encode, decode, table
-void add_gemm_commands(CLI::App& app);     // gemm, models
+void add_gemm_commands(CLI::App& app);     // gemm, models, kernels, explain
 void add_replay_command(CLI::App& app);    // replay
 void add_analyze_command(CLI::App& app);   // analyze
 
