@@ -188,6 +188,32 @@ def no_split_rules(configs: list, plans: dict) -> list:
     return rules
 
 
+def bias_evidence(table_path: str, traced_path: str) -> None:
+    """Records in the table, per variant, how often a bias changed cuBLASLt's split in the
+    traced calls (the same shape run with and without one): "bias_same_split" lists the
+    variants where it never did, with their counts (sim/cublaslt_plan.cpp then takes a call
+    with a bias as the call without; the other variants refuse a bias)."""
+    with open(traced_path) as f:
+        h = json.load(f)
+    fi = {name: i for i, name in enumerate(h["fields"])}
+    key = lambda r: tuple(r[:6])  # noqa: E731  (m, n, k, out, scale, fast)
+    plain = {key(r): r[fi["split_k"]] for r in h["cases"]
+             if r[fi["bias"]] is None and r[fi["error"]] is None}
+    same: dict = {}
+    for r in h["cases"]:
+        if r[fi["bias"]] is None or r[fi["error"]] is not None or key(r) not in plain:
+            continue
+        v = variant_key(r[3], r[4], r[5])
+        ok, n = same.get(v, (True, 0))
+        same[v] = (ok and plain[key(r)] == r[fi["split_k"]], n + 1)
+    with open(table_path) as f:
+        doc = json.load(f)
+    doc["bias_same_split"] = [{"variant": v, "calls": n} for v, (ok, n) in sorted(same.items()) if ok]
+    with open(table_path, "w") as f:
+        json.dump(doc, f, separators=(",", ":"))
+    print(f"table: {table_path}: a bias never changed the split in {doc['bias_same_split']}")
+
+
 def write_table(path: str, prov: dict, configs: list, plans: dict) -> None:
     """The table as sim/cublaslt_plan.hpp reads it: PATH (.json: axes, variants, configurations,
     provenance, rules) and PATH's .bin (zlib: each variant's uint16 configuration indices, M-major,
@@ -496,6 +522,8 @@ def main() -> int:
                              "--seed", str(args.seed), "--git-rev", git_revision(args.git_rev)]
                             + (["--check-table", args.check_table] if args.check_table else []),
                             env=env).returncode
+        if args.table and rc == 0:
+            bias_evidence(args.table, args.traced)
     return rc
 
 

@@ -34,8 +34,6 @@ struct CaptureCase {
   std::string name, kernel, suite;
   std::string seed;             // the case's own seed as written ("0x..."), may be empty
   std::string model;            // the model that reproduces the kernel; "" = unknown (null)
-  std::string kernel_preset;    // a kernel preset (sim/kernel.hpp) that sets model, promotion,
-                                // scale order, K tile and split alignment; "" = none
   GemmSpec spec;                // formats, promote_every, scaling, block, order, out_type;
                                 // spec.model is not set (see `model`)
   int M = 0, N = 0, K = 0;
@@ -46,6 +44,8 @@ struct CaptureCase {
   std::vector<float> d;                 // M x N
   std::vector<int> prefix_k;            // increasing, in 1..K
   std::vector<float> d_prefix;          // prefix_k.size() x M x N
+  std::string kernel_preset;            // a kernel preset (sim/kernel.hpp) that sets model,
+                                        // promotion, scale order, K tile and split alignment
 };
 
 struct CaptureProvenance {

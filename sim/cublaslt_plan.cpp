@@ -130,7 +130,12 @@ CublasltPlan cublaslt_plan(std::string_view gpu, const ScaledMmCall& c) {
         "torch._scaled_mm {} ({}{}) on {}: {}; run it on that GPU (CUDA tensors ask cuBLASLt) "
         "or pass split_k (--split-k)", shape, variant, c.bias ? ", bias" : "", t.name, why));
   };
-  if (c.bias) return refuse("no plans were recorded with a bias");
+  if (c.bias) {  // the call without a bias, where the traced calls show a bias never changed it
+    bool same = false;
+    for (const json& b : t.meta.value("bias_same_split", json::array()))
+      same = same || b.value("variant", "") == variant;
+    if (!same) return refuse("no traced calls show how a bias changes this variant's plan");
+  }
   const auto vit = std::find(t.variants.begin(), t.variants.end(), variant);
   const int v = vit == t.variants.end() ? -1 : static_cast<int>(vit - t.variants.begin());
   if (v < 0) return refuse("no plans were recorded for this variant");
@@ -153,7 +158,9 @@ CublasltPlan cublaslt_plan(std::string_view gpu, const ScaledMmCall& c) {
     p.reduction = field("reduction").get<std::string>();
     p.cluster = field("cluster").get<std::string>();
     p.source = "table";
-    p.why = fmt::format("recorded point M={} N={} K={}", c.m, c.n, c.k);
+    p.why = fmt::format("recorded point M={} N={} K={}{}", c.m, c.n, c.k,
+                        c.bias ? " (without a bias, which never changed this variant's split "
+                                 "in the traced calls)" : "");
     if (p.split_k > 1 && p.reduction != "COMPUTE_TYPE")
       return refuse(fmt::format("its split-K reduction {} is not modelled", p.reduction));
     return p;
@@ -173,10 +180,10 @@ CublasltPlan cublaslt_plan(std::string_view gpu, const ScaledMmCall& c) {
     const bool holds = never || (mn >= 0 && (long long)c.m * c.n > mn) || c.k < kmin;
     if (!holds) continue;
     p.source = "rule";
-    p.why = never ? fmt::format("no split at any of the {} recorded points of this variant",
+    p.why = std::string(c.bias ? "a bias never changed this variant's split in the traced calls; " : "") + (never ? fmt::format("no split at any of the {} recorded points of this variant",
                                 r.value("points", 0))
                   : fmt::format("no recorded point with M*N > {} or K < {} splits ({} points)", mn,
-                                kmin, r.value("points", 0));
+                                kmin, r.value("points", 0)));
     return p;
   }
   return refuse("not a recorded point, and no rule of the recordings covers it");

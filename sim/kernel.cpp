@@ -25,6 +25,27 @@ const std::vector<KernelSpec>& kernel_presets() {
        "cuBLASLt 13.0 (CUBLASLT_MATMUL_DESC_FAST_ACCUM)",
        "tests/data/hw/scaled_mm_h100, scaled_mm_h200, cublaslt_fastaccum (H100, H200)",
        "the split count (as cublaslt); cuBLASLt refuses fast accumulation with block scales"},
+      {"deepgemm-sm90-1d2d",
+       "DeepGEMM's SM90 FP8 GEMM (deep_gemm.fp8_gemm_nt, sm90_fp8_gemm_1d2d): 1x128 activation "
+       "and 128x128 weight scales, bf16 D",
+       "hopper-wgmma", 128, ScaleOrder::deepgemm, {block}, 128, 128, 0,
+       "DeepGEMM 2.6.1 (54e2261) deep_gemm/include/deep_gemm/impls/sm90_fp8_gemm_1d2d.cuh: per "
+       "128-K block 4 wgmma from zero, s = sa * sb, acc = fmaf(s, p, acc) (PTX fma.rn.f32), "
+       "bf16 by __float22bfloat162_rn; K tail zero-filled by TMA",
+       "tests/data/hw/kernels/deepgemm_sm90_1d2d (H100, 2026-11-24): 18 cases, 144928 bf16 "
+       "outputs, 13 shapes from 1x128x128 to 4096x7168x512, M N K off the tiles: every output",
+       "f32 D and C (DeepGEMM refuses them); its other recipes (1D1D, FP4)"},
+      {"cutlass-sm90-blockwise",
+       "CUTLASS's Hopper FP8 GEMM with 1x128 / 128x128 scales (example 67, groupwise "
+       "configuration: KernelTmaWarpSpecializedCooperativeFP8BlockScaledAccum, 256x128x128 "
+       "tile, cluster 1x2x1)",
+       "hopper-wgmma", 128, ScaleOrder::deepgemm, {block}, 128, 128, 0,
+       "CUTLASS 7107b05 sm90_mma_tma_gmma_ss_warpspecialized_fp8_blockwise_scaling.hpp and "
+       "fp8_accumulation.hpp: per 128-K tile 4 wgmma from zero, s = sfa * sfb, "
+       "acc += p * s (PTX fma.rn.f32); epilogue cvt.rn to bf16",
+       "tests/data/hw/kernels/cutlass_sm90_blockwise (H100, 2026-11-24): 14 cases, 184512 "
+       "outputs, bf16 and f32 D, 5 shapes, N K off the tiles: every output",
+       "alpha / beta, other epilogues; M not a multiple of 4 (can_implement refuses it)"},
       {"triton-w8a8-block-fp8",
        "vLLM's and SGLang's Triton block-FP8 GEMM (DeepSeek-V3 checkpoints): 1x128 activation "
        "and 128x128 weight scales, BLOCK_SIZE_K 128",

@@ -16,7 +16,9 @@ const std::vector<NamedRecipe>& named_recipes() {
        "E4M3 A and B, 1x128 activation tiles and 128x128 weight blocks with fp32 scales, "
        "H800 WGMMA promoted to fp32 every 128 products, bf16 output",
        "DeepSeek-V3 technical report (arXiv:2412.19437) s3.3.1 fine-grained quantisation, "
-       "s3.3.2 promotion every N_C = 128 elements; DeepGEMM sm90_fp8_gemm_1d2d scale order"},
+       "s3.3.2 promotion every N_C = 128 elements; DeepGEMM sm90_fp8_gemm_1d2d (the "
+       "deepgemm-sm90-1d2d kernel, captured on an H100)",
+       "", -1, "deepgemm-sm90-1d2d"},
       {"te-tensorwise", "e4m3", "e4m3", "tensor", "hopper-wgmma", 0, "cublaslt", "bf16",
        "Transformer Engine per-tensor scaling (HYBRID): E4M3 activations and weights, E5M2 "
        "gradients, one fp32 scale per tensor; Fprop with cuBLASLt fast accumulation (never "

@@ -28,6 +28,7 @@ json read_json(const std::string& name) {
 
 struct Tally {
   long calls = 0, exact = 0, refused = 0, wrong = 0;
+  long bias_calls = 0, bias_exact = 0;  // of them, calls with a bias
 };
 
 // Every traced call without a torch error through the plan of `gpu`.
@@ -48,11 +49,13 @@ Tally check(const std::string& gpu, const json& traced) {
     c.fast = at(row, "fast").get<bool>();
     c.bias = !at(row, "bias").is_null();
     ++t.calls;
+    t.bias_calls += c.bias;
     const int want = std::max(1, at(row, "split_k").get<int>());
     try {
       const CublasltPlan p = cublaslt_plan(gpu, c);
       if (p.split_k == want) {
         ++t.exact;
+        t.bias_exact += c.bias;
       } else if (t.wrong++ < 5) {
         FAIL_CHECK(fmt::format("{} {}x{}x{} {} {} fast{}: plan split {} ({}), cuBLASLt ran {}",
                                gpu, c.m, c.n, c.k, c.out, c.scale, int(c.fast), p.split_k,
@@ -71,8 +74,8 @@ TEST_CASE("recorded plans: held-out and grid calls exact or refused, never wrong
   for (const std::string gpu : {"h100", "h200"}) {
     for (const char* set : {"heldout", "gridcheck"}) {
       const Tally t = check(gpu, read_json(fmt::format("cublaslt_{}_{}.json", set, gpu)));
-      fmt::print("{} {}: {} calls, {} exact, {} refused, {} wrong\n", gpu, set, t.calls, t.exact,
-                 t.refused, t.wrong);
+      fmt::print("{} {}: {} calls, {} exact, {} refused, {} wrong ({} calls with a bias, {} exact)\n",
+                 gpu, set, t.calls, t.exact, t.refused, t.wrong, t.bias_calls, t.bias_exact);
       CHECK(t.calls >= 100);
       CHECK(t.wrong == 0);
       CHECK(t.exact + t.refused == t.calls);

@@ -29,7 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import fp8sim as _fp8sim
 
-__all__ = ["gemm", "quantize", "encode", "scaled_mm", "emulate", "GemmRecipe", "Recipe",
+__all__ = ["gemm", "quantize", "encode", "scaled_mm", "explain", "Plan", "emulate", "GemmRecipe", "Recipe",
            "RECIPES", "recipe", "with_model", "Float8Linear", "convert", "FORMAT_OF_DTYPE"]
 
 FORMAT_OF_DTYPE = {
@@ -145,14 +145,127 @@ def _(x, fmt="e4m3", rounding="rne", overflow="saturate", seed=0):
     return x.new_empty(x.shape, dtype=torch.uint8)
 
 
+# ---- cuBLASLt's plan -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Plan:
+    """What cuBLASLt runs for one ``torch._scaled_mm`` call, and how that is known.
+
+    ``source``: "gpu-query" (cuBLASLt asked on this machine's GPU, as torch asks it),
+    "table" (a point recorded on ``gpu``), "rule" (a rule the recordings show with no
+    exception) or "user" (``split_k`` given). ``split_k`` and ``reduction`` decide the bits;
+    ``tile``, ``stages``, ``cluster`` and ``algo_id`` are reported where known ("" / -1)."""
+    m: int
+    n: int
+    k: int
+    out: str
+    use_fast_accum: bool
+    scale: str
+    split_k: int
+    reduction: str
+    source: str
+    gpu: str
+    tile: str = ""
+    stages: str = ""
+    cluster: str = ""
+    algo_id: int = -1
+    detail: str = ""
+
+    def __str__(self) -> str:
+        algo = (f"tile {self.tile}, stages {self.stages}, cluster {self.cluster}, algo "
+                f"{self.algo_id}" if self.algo_id >= 0 else "algorithm not known")
+        return (f"torch._scaled_mm {self.m}x{self.n}x{self.k} ({self.out}, {self.scale} scales, "
+                f"fast accumulation {'on' if self.use_fast_accum else 'off'}) on {self.gpu}: "
+                f"split-K {self.split_k} ({self.reduction}), {algo}; from {self.source}: "
+                f"{self.detail}")
+
+
+_OUT_NAMES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16",
+              torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
+_warned_default_gpu = []
+
+
+def explain(m: int, n: int, k: int, out_dtype: "torch.dtype | str" = torch.bfloat16,
+            use_fast_accum: bool = False, scale: str = "tensor", bias=False,
+            gpu: Optional[str] = None, split_k: Optional[int] = None, device=None,
+            warn_default: bool = False) -> Plan:
+    """The plan of one ``torch._scaled_mm`` call (a: m x k, b: k x n, e4m3): which split-K
+    cuBLASLt runs, and whether that comes from the GPU, a recorded table or a rule.
+
+    ``gpu`` names a recorded GPU ("h100", "h200", or a table's .json path); without it the
+    plan is asked of cuBLASLt on ``device`` (a CUDA device; default: the current one when
+    this machine has a GPU). ``scale``: "tensor", "row" or "block" (1x128 / 128x128);
+    ``bias``: False, True or the bias's dtype.
+    ``split_k`` given: that split, source "user". Raises ValueError with one line where no
+    answer rests on evidence (a shape the tables cannot decide, no GPU and no ``gpu``).
+
+    >>> print(explain(64, 64, 65536, out_dtype=torch.float32, use_fast_accum=True, gpu="h100"))
+    torch._scaled_mm 64x64x65536 (f32, tensor scales, fast accumulation on) on NVIDIA H100 80GB HBM3: split-K 22 (COMPUTE_TYPE), tile 32x64, stages 128xAUTO, cluster 2x1x1, algo 66; from table: recorded point M=64 N=64 K=65536 (cuBLASLt 130100, torch 2.11.0+cu130, driver 580.159.04, recorded 2026-11-24T22:31:46Z)
+    """
+    out = out_dtype if isinstance(out_dtype, str) else _OUT_NAMES.get(out_dtype)
+    if out is None:
+        raise ValueError(f"explain: out_dtype {out_dtype}: expected float32, bfloat16, float16 "
+                         "or an FP8 dtype")
+    if scale not in ("tensor", "row", "block"):
+        raise ValueError(f"explain: scale {scale!r}: expected tensor, row or block")
+    call = dict(m=int(m), n=int(n), k=int(k), out=out, use_fast_accum=bool(use_fast_accum),
+                scale=scale)
+    if split_k is not None:
+        if int(split_k) < 1:
+            raise ValueError(f"explain: split_k = {split_k} must be >= 1")
+        return Plan(**call, split_k=int(split_k),
+                    reduction="COMPUTE_TYPE" if split_k > 1 else "NONE", source="user",
+                    gpu=gpu or "any GPU", detail="split_k given")
+    if gpu is None and device is None and torch.cuda.is_available():
+        device = torch.device("cuda", torch.cuda.current_device())
+    if gpu is None and device is not None:
+        from . import cublaslt_plan as lt
+        try:
+            bias_dtype = None if bias is False or bias is None else (
+                bias if bias is not True else "bf16" if out == "f32" else out)
+            q = lt.query(m, n, k, out, use_fast_accum=use_fast_accum, scale_mode=scale,
+                         bias_dtype=bias_dtype, device=device)
+            v = lt.versions(device)
+        except lt.PlanUnavailable as e:
+            raise ValueError(f"explain: {e}") from None
+        if q["split_k"] > 1 and q["reduction"] != "COMPUTE_TYPE":
+            raise ValueError(f"explain: {m}x{n}x{k} on {v['gpu']}: cuBLASLt's split-K "
+                             f"reduction {q['reduction']} is not modelled; pass split_k")
+        return Plan(**call, split_k=q["split_k"], reduction=q["reduction"], source="gpu-query",
+                    gpu=v["gpu"], tile=q["tile"], stages=q["stages"], cluster=q["cluster"],
+                    algo_id=q["algo_id"],
+                    detail=f"cuBLASLt {v['cublaslt_version']} asked as torch {v['torch']} asks")
+    if gpu is None:
+        if not warn_default:
+            raise ValueError(f"explain: {m}x{n}x{k}: no GPU here to ask cuBLASLt; name a recorded "
+                             f"GPU (gpu={' or '.join(repr(g) for g in _fp8sim._core.recorded_gpus())}) "
+                             "or pass split_k")
+        gpu = "h100"
+        if not _warned_default_gpu:
+            _warned_default_gpu.append(True)
+            import warnings
+            warnings.warn("fp8sim.torch: CPU tensors get cuBLASLt's plan as recorded on an H100 "
+                          "(gpu='h100'); pass gpu= or split_k= to choose", stacklevel=3)
+    d = _fp8sim._core.cublaslt_plan(gpu, m, n, k, out, bool(use_fast_accum), scale,
+                                    bias is not False and bias is not None)
+    detail = f"{d['why']} ({d['versions']})"
+    if torch.cuda.is_available() and device is None:
+        here = torch.cuda.get_device_name()
+        if here != d["gpu"]:
+            detail += f"; note: this machine's GPU is {here}, the table's is {d['gpu']}"
+    return Plan(**call, split_k=d["split_k"], reduction=d["reduction"], source=d["source"],
+                gpu=d["gpu"], tile=d["tile"], stages=d["stages"], cluster=d["cluster"],
+                algo_id=d["algo_id"], detail=detail)
+
+
 # ---- scaled_mm ----------------------------------------------------------------------------
 
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
               bias: Optional[torch.Tensor] = None, scale_result: Optional[torch.Tensor] = None,
               out_dtype: Optional[torch.dtype] = None, use_fast_accum: bool = False,
               model: Optional[str] = None, promote_every: Optional[int] = None,
-              scale_order: str = "cublaslt", threads: int = 0, split_k: int = 1,
-              split_k_align: Optional[int] = None) -> torch.Tensor:
+              scale_order: str = "cublaslt", threads: int = 0, split_k: Optional[int] = None,
+              split_k_align: Optional[int] = None, gpu: Optional[str] = None) -> torch.Tensor:
     """``torch._scaled_mm`` through fp8sim: ``(a @ b) * scales (+ bias)`` in ``out_dtype``.
 
     ``a`` FP8 (M x K), ``b`` FP8 (K x N, column-major as cuBLASLt wants it). Scales:
@@ -160,10 +273,13 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     DeepSeek blocks (``scale_a`` M x K/128, ``scale_b`` K/128 x N/128). ``out_dtype`` None
     means a's dtype (FP8: ``D * scale_result`` rounded with saturation). Defaults: what
     cuBLASLt does on an H100 or H200 -- ``hopper-wgmma`` promoted every 128 without fast
-    accumulation and never with it, scales and bias in cuBLASLt's epilogue; ``split_k``
-    is cuBLASLt's numSplitsK for the shape (1 for most shapes; see the README's table), its
-    slices rounded up to ``split_k_align`` elements (default: 512 with block scales, else
-    128, as cuBLASLt's kernels do). With ``model`` given, ``promote_every`` defaults to 0.
+    accumulation and never with it, scales and bias in cuBLASLt's epilogue, and the split-K
+    cuBLASLt chooses for the call (``explain()``): on CUDA tensors asked of cuBLASLt on
+    their GPU; on CPU tensors from the tables recorded on ``gpu`` ("h100", "h200"; default
+    "h100", with a warning), refused where they cannot decide. ``split_k`` overrides the
+    plan; slices round up to ``split_k_align`` elements (default: 512 with block scales, else
+    128, as cuBLASLt's kernels do). With ``model`` given (a model of your own, not cuBLASLt),
+    ``promote_every`` defaults to 0 and ``split_k`` to 1.
 
     >>> a = torch.ones(2, 32).to(torch.float8_e4m3fn); one = torch.tensor(1.0)
     >>> scaled_mm(a, a.t(), one, one, out_dtype=torch.float32).tolist()
@@ -176,6 +292,7 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
             raise ValueError(f"scaled_mm: {name} is {t.dtype}, expected an FP8 dtype")
     M, K = a.shape
     N = b.shape[1]
+    custom_model = model is not None
     if promote_every is None:
         promote_every = 0 if (model is not None or use_fast_accum) else 128
     model = model or "hopper-wgmma"
@@ -194,6 +311,12 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     out_dtype = out_dtype or a.dtype
     fp8_out = out_dtype in _DTYPE_OF_FORMAT.values()
     out_type = {torch.bfloat16: "bf16", torch.float16: "f16"}.get(out_dtype, "f32")
+    if split_k is None:
+        split_k = 1 if custom_model else explain(
+            M, N, K, out_dtype=out_dtype, use_fast_accum=use_fast_accum, scale=scaling,
+            bias=False if bias is None else bias.dtype, gpu=gpu,
+            device=a.device if a.is_cuda else None,
+            warn_default=True).split_k
     d = torch.ops.fp8sim.gemm(_codes(a.contiguous()), _codes(bt), None, sa.contiguous(),
                               sb.contiguous(), FORMAT_OF_DTYPE[a.dtype],
                               FORMAT_OF_DTYPE[b.dtype], model, promote_every, scaling, 128,
@@ -275,6 +398,7 @@ class GemmRecipe:
     model: str = "hopper-wgmma"
     promote_every: int = 128
     scale_order: str = "cublaslt"
+    kernel: str = ""  # the kernel preset it emulates (fp8sim.kernels()); "" none
 
 
 @dataclass(frozen=True)
@@ -296,7 +420,7 @@ def _gemm_recipe(name: str, gemm: str) -> GemmRecipe:
                       b_granularity=granularity,
                       scale_encoding="" if encoding in ("", "fp32") else encoding,
                       model=g["model"], promote_every=g["promote_every"],
-                      scale_order=g["scale_order"])
+                      scale_order=g["scale_order"], kernel=g["kernel"])
 
 
 # The library's named recipes (``fp8sim recipes`` lists them with their sources), each GEMM
@@ -332,10 +456,16 @@ def _recipe_mm(g: GemmRecipe, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     kind = g.a_granularity.split(":")[0]
     block = int(g.a_granularity.split(":")[1]) if ":" in g.a_granularity else 128
     scaling = _GEMM_SCALING[kind]
+    split_k = 1
+    if g.kernel.startswith("cublaslt"):  # cuBLASLt's split-K for this shape (explain())
+        split_k = explain(a.shape[0], b.shape[0], a.shape[1], out_dtype=torch.float32,
+                          use_fast_accum=g.kernel == "cublaslt-fast-accum", scale=scaling,
+                          device=a.device if a.is_cuda else None).split_k
     return torch.ops.fp8sim.gemm(ca, cb, None, sa if scaling != "none" else None,
                                  sb if scaling != "none" else None, g.a_format, g.b_format,
                                  g.model, g.promote_every, scaling, block, g.scale_order, "f32",
-                                 0)
+                                 0, split_k=split_k,
+                                 split_k_align=512 if scaling == "block" else 128)
 
 
 class _Float8LinearFunction(torch.autograd.Function):

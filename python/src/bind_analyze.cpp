@@ -104,6 +104,7 @@ void bind_analyze(nb::module_& m) {
         d["promote_every"] = r.promote_every;
         d["scale_order"] = std::string(to_string(r.order));
         d["out_type"] = r.out_type.name;
+        d["kernel"] = r.kernel;
         return d;
       },
       nb::arg("name"), nb::arg("gemm"),

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "accumulator.hpp"
+#include "cublaslt_plan.hpp"
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "gemm.hpp"
@@ -226,6 +227,36 @@ void bind_gemm(nb::module_& m) {
       nb::arg("a_scales").none(), nb::arg("b_scales").none(), nb::arg("bias").none(),
       nb::arg("options"), nb::arg("stream"),
       "out = A B^T on CUDA device arrays through the CUDA engine, in place on `stream`.");
+  m.def("cublaslt_plan",
+        [](const std::string& gpu, int m, int n, int k, const std::string& out, bool fast,
+           const std::string& scale, bool bias) {
+          ScaledMmCall c;
+          c.m = m;
+          c.n = n;
+          c.k = k;
+          c.out = out;
+          c.fast = fast;
+          c.scale = scale;
+          c.bias = bias;
+          const CublasltPlan p = cublaslt_plan(gpu, c);
+          nb::dict d;
+          d["split_k"] = p.split_k;
+          d["reduction"] = p.reduction;
+          d["tile"] = p.tile;
+          d["stages"] = p.stages;
+          d["cluster"] = p.cluster;
+          d["algo_id"] = p.algo_id;
+          d["source"] = p.source;
+          d["gpu"] = p.gpu;
+          d["versions"] = p.versions;
+          d["why"] = p.why;
+          return d;
+        },
+        nb::arg("gpu"), nb::arg("m"), nb::arg("n"), nb::arg("k"), nb::arg("out"),
+        nb::arg("fast"), nb::arg("scale"), nb::arg("bias"),
+        "cuBLASLt's recorded plan for one torch._scaled_mm call (sim/cublaslt_plan.hpp); "
+        "raises ValueError where the recordings cannot decide.");
+  m.def("recorded_gpus", &recorded_gpus, "The GPUs whose cuBLASLt plans are built in.");
   m.def("kernels", [] {
           std::vector<std::tuple<std::string, std::string, std::string, std::string, std::string,
                                  std::string>> out;

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# run_gpu: the whole GPU suite, in one call, on a machine with a GPU (CI has none: there these
+# tests skip). Builds the C++ tree with CUDA into build-gpu/ and the Python package (with the
+# CUDA engine) into a private folder, then runs
+#   1. ctest -L 'gpu|golden' (the CUDA engine against the CPU engine, every hardware capture
+#      and kernel capture replayed),
+#   2. pytest on tests/python (the CUDA tests run; the rest too, as a check of the install),
+#   3. cuda/check_scaled_mm.py: fp8sim.torch.scaled_mm against live torch._scaled_mm on random
+#      shapes (N_SHAPES, default 300), bit for bit,
+# and writes each stage's log and a summary into OUT (default: gpu-out/). On a GPU machine
+# without this machine's Debian packages, give their staged copy (cuda/stage_deps.sh DIR) as
+# FP8SIM_DEPS=DIR. The exit code is non-zero when any stage failed.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+out="${OUT:-$root/gpu-out}"
+mkdir -p "$out"
+deps="${FP8SIM_DEPS:-}"
+python="${PYTHON:-python3}"
+jobs="$(nproc)"
+failed=()
+prefix=()
+[ -n "$deps" ] && prefix=(-DCMAKE_PREFIX_PATH="$deps" -DOPENSSL_ROOT_DIR="$deps")
+
+echo "run_gpu: build ($(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null))"
+if ! { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" \
+         -DPython3_EXECUTABLE="$(command -v "$python")" &&
+       cmake --build build-gpu -j"$jobs"; } > "$out/build.log" 2>&1; then
+  tail -n 30 "$out/build.log"; echo "run_gpu: FAILED stages: build"; exit 1
+fi
+site="$root/build-gpu/site"
+rm -rf "$site"
+if ! CMAKE_BUILD_PARALLEL_LEVEL="$jobs" "$python" -m pip install -q --no-build-isolation --no-deps \
+     --target "$site" ${deps:+--config-settings=cmake.define.CMAKE_PREFIX_PATH="$deps"} \
+     ${deps:+--config-settings=cmake.define.OPENSSL_ROOT_DIR="$deps"} . > "$out/pip.log" 2>&1; then
+  tail -n 30 "$out/pip.log"; echo "run_gpu: FAILED stages: python package"; exit 1
+fi
+export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" FP8SIM_TEST_DATA="$root/tests/data"
+
+(cd build-gpu && ctest --output-on-failure -j4 -L 'gpu|golden') > "$out/ctest.log" 2>&1 ||
+  failed+=("ctest")
+tail -n 5 "$out/ctest.log"
+FP8SIM_CLI="$root/build-gpu/sim/fp8sim" "$python" -m pytest -q -p no:cacheprovider tests/python \
+  > "$out/pytest.log" 2>&1 || failed+=("pytest")
+tail -n 3 "$out/pytest.log"
+"$python" cuda/check_scaled_mm.py --shapes "${N_SHAPES:-300}" --json "$out/scaled_mm.json" \
+  > "$out/scaled_mm.log" 2>&1 || failed+=("scaled_mm")
+tail -n 4 "$out/scaled_mm.log"
+if ((${#failed[@]})); then
+  echo "run_gpu: FAILED stages: ${failed[*]}"
+  exit 1
+fi
+echo "run_gpu: all stages passed"
