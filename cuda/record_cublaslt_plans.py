@@ -22,7 +22,7 @@ Table format: PATH.json holds "axes" m, n, k; "variants" ("<out> <scale> fast<0|
 custom option, cluster, CTA swizzling, inner shape, workspace needed); the provenance; and
 "rules", the no-split rule each variant's points show (no_split_rules). PATH.bin holds, per
 variant in that order, the index into "configs" of every grid point in (m, n, k) order, 65535
-where cuBLASLt returns no algorithm, as little-endian uint16, zlib-compressed. The library
+where cuBLASLt returns no algorithm, as runs: (index, count) pairs of little-endian uint16. The library
 builds the tables in sim/data/ into itself (sim/cublaslt_plan.hpp); a table elsewhere is
 used by its .json path (gpu=PATH, --gpu PATH).
 """
@@ -37,7 +37,6 @@ import random
 import subprocess
 import sys
 import time
-import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -214,10 +213,26 @@ def bias_evidence(table_path: str, traced_path: str) -> None:
     print(f"table: {table_path}: a bias never changed the split in {doc['bias_same_split']}")
 
 
+def run_lengths(codes: bytes) -> bytes:
+    """uint16 codes as (code, count) pairs of little-endian uint16, count 1..65535, in order."""
+    import array
+    a = array.array("H")
+    a.frombytes(codes)
+    out = array.array("H")
+    i = 0
+    while i < len(a):
+        j = i
+        while j < len(a) and a[j] == a[i] and j - i < 65535:
+            j += 1
+        out.extend((a[i], j - i))
+        i = j
+    return out.tobytes()
+
+
 def write_table(path: str, prov: dict, configs: list, plans: dict) -> None:
     """The table as sim/cublaslt_plan.hpp reads it: PATH (.json: axes, variants, configurations,
-    provenance, rules) and PATH's .bin (zlib: each variant's uint16 configuration indices, M-major,
-    then N, then K, in the variants' order)."""
+    provenance, rules) and PATH's .bin (each variant's uint16 configuration indices, M-major,
+    then N, then K, in the variants' order, as run_lengths)."""
     doc = {"format": "fp8sim-cublaslt-plans-2", "provenance": prov,
            "axes": {"m": M_AXIS, "n": N_AXIS, "k": K_AXIS}, "llm_dims": LLM_DIMS,
            "variants": list(plans), "fields": FIELDS, "configs": configs, "none": NONE,
@@ -226,7 +241,7 @@ def write_table(path: str, prov: dict, configs: list, plans: dict) -> None:
     with open(path, "w") as f:
         json.dump(doc, f, separators=(",", ":"))
     with open(path[:-len(".json")] + ".bin", "wb") as f:
-        f.write(zlib.compress(b"".join(plans.values()), 9))
+        f.write(run_lengths(b"".join(plans.values())))
     print(f"table: {path}: {prov['queries']} queries in {prov['seconds']} s ({prov['us_per_query']} us "
           f"each), {len(configs)} distinct algorithms", flush=True)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # stage_deps: copies this machine's C++ dependencies (Debian packages: fmt, CLI11,
-# nlohmann-json, Catch2 v2, OpenSSL's libcrypto, zlib, the Boost headers fp8sim includes) with
-# their CMake package files into one folder laid out as a prefix, for a GPU machine that has CUDA, CMake
+# nlohmann-json, Catch2 v2, OpenSSL's libcrypto, the Boost headers fp8sim includes) with their CMake
+# package files into one folder laid out as a prefix, for a GPU machine that has CUDA, CMake
 # and ninja but none of these packages. There the project's own CMake build runs as usual:
 #   cmake -S . -B build -G Ninja -DCMAKE_PREFIX_PATH=<folder> -DOPENSSL_ROOT_DIR=<folder>
 # Usage: cuda/stage_deps.sh <folder>   (x86-64 Debian/Ubuntu layout; about 15 MB)
@@ -23,9 +23,6 @@ cp -r /usr/share/cmake/CLI11 /usr/share/cmake/nlohmann_json "$out/share/cmake/"
 cp -r /usr/include/openssl "$out/include/"
 cp /usr/include/$arch/openssl/* "$out/include/openssl/"
 cp -P /usr/lib/$arch/libcrypto.so* "$out/lib/"
-# zlib (the cuBLASLt plan tables): its two headers and the library.
-cp /usr/include/zlib.h /usr/include/zconf.h "$out/include/"
-cp -P /usr/lib/$arch/libz.so* "$out/lib/"
 # Boost: only the headers fp8sim's sources include (their closure, as g++ sees it).
 for src in "$root"/sim/*.cpp; do
   grep -q '<boost/' "$src" || continue

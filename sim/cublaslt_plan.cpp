@@ -2,7 +2,6 @@
 #include "cublaslt_plan.hpp"
 
 #include <fmt/format.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -25,7 +24,7 @@ struct Table {
   json meta;
   std::vector<int> m, n, k;
   std::vector<std::string> variants;
-  std::vector<std::uint16_t> codes;  // variants x |m| x |n| x |k|
+  std::vector<std::uint16_t> codes;  // variants x |m| x |n| x |k|, expanded
   std::uint16_t none = 65535;
   std::string name;
 };
@@ -45,12 +44,18 @@ Table parse_table(std::string_view name, std::string_view meta, std::string_view
   } catch (const json::exception& e) {
     throw std::invalid_argument(fmt::format("cuBLASLt plan table {}: {}", name, e.what()));
   }
+  // The .bin: (code, count) pairs of little-endian uint16, expanding to every grid point.
   const std::size_t points = t.m.size() * t.n.size() * t.k.size() * t.variants.size();
-  t.codes.resize(points);
-  uLongf size = static_cast<uLongf>(points * 2);
-  if (uncompress(reinterpret_cast<Bytef*>(t.codes.data()), &size,
-                 reinterpret_cast<const Bytef*>(blob.data()), static_cast<uLong>(blob.size())) != Z_OK ||
-      size != points * 2)
+  t.codes.reserve(points);
+  for (std::size_t i = 0; i + 4 <= blob.size(); i += 4) {
+    const auto u16 = [&](std::size_t at) {
+      return std::uint16_t(std::uint8_t(blob[at]) | std::uint8_t(blob[at + 1]) << 8);
+    };
+    const std::uint16_t code = u16(i), count = u16(i + 2);
+    if (t.codes.size() + count > points) break;
+    t.codes.insert(t.codes.end(), count, code);
+  }
+  if (t.codes.size() != points || blob.size() % 4 != 0)
     throw std::invalid_argument(
         fmt::format("cuBLASLt plan table {}: the .bin does not hold {} points", name, points));
   return t;

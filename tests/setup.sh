@@ -6,7 +6,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 pkgs=(cmake ninja-build g++ git libboost-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev
-      python3-venv clang-14 libclang-rt-14-dev libssl-dev zlib1g-dev)
+      python3-venv clang-14 libclang-rt-14-dev libssl-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -514,9 +514,14 @@ class Table:
 
 def load_table(path: str) -> Table:
     """A table written by cuda/record_cublaslt_plans.py: its .json, with the .bin beside it."""
+    import array
     import json
-    import zlib
     with open(path) as f:
         doc = json.load(f)
+    runs = array.array("H")
     with open(path[:-len(".json")] + ".bin", "rb") as f:
-        return Table(doc, zlib.decompress(f.read()))
+        runs.frombytes(f.read())
+    codes = array.array("H")
+    for code, count in zip(runs[::2], runs[1::2]):
+        codes.extend([code] * count)
+    return Table(doc, codes.tobytes())

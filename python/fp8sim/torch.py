@@ -258,6 +258,16 @@ def explain(m: int, n: int, k: int, out_dtype: "torch.dtype | str" = torch.bfloa
                 algo_id=d["algo_id"], detail=detail)
 
 
+@torch.compiler.assume_constant_result
+def _plan_split(m: int, n: int, k: int, out: str, fast: bool, scale: str, bias: str, gpu: str,
+                device: str) -> int:
+    """explain()'s split for a call (bias: its dtype's name or ""; device: "" for CPU
+    tensors). A constant for torch.compile: the plan depends on shapes and settings only."""
+    return explain(m, n, k, out_dtype=out, use_fast_accum=fast, scale=scale,
+                   bias=bias or False, gpu=gpu or None,
+                   device=torch.device(device) if device else None, warn_default=True).split_k
+
+
 # ---- scaled_mm ----------------------------------------------------------------------------
 
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
@@ -312,11 +322,10 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     fp8_out = out_dtype in _DTYPE_OF_FORMAT.values()
     out_type = {torch.bfloat16: "bf16", torch.float16: "f16"}.get(out_dtype, "f32")
     if split_k is None:
-        split_k = 1 if custom_model else explain(
-            M, N, K, out_dtype=out_dtype, use_fast_accum=use_fast_accum, scale=scaling,
-            bias=False if bias is None else bias.dtype, gpu=gpu,
-            device=a.device if a.is_cuda else None,
-            warn_default=True).split_k
+        split_k = 1 if custom_model else _plan_split(
+            M, N, K, _OUT_NAMES.get(out_dtype, "?"), use_fast_accum, scaling,
+            "" if bias is None else _OUT_NAMES.get(bias.dtype, "bf16"), gpu or "",
+            str(a.device) if a.is_cuda else "")
     d = torch.ops.fp8sim.gemm(_codes(a.contiguous()), _codes(bt), None, sa.contiguous(),
                               sb.contiguous(), FORMAT_OF_DTYPE[a.dtype],
                               FORMAT_OF_DTYPE[b.dtype], model, promote_every, scaling, 128,
@@ -458,9 +467,9 @@ def _recipe_mm(g: GemmRecipe, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     scaling = _GEMM_SCALING[kind]
     split_k = 1
     if g.kernel.startswith("cublaslt"):  # cuBLASLt's split-K for this shape (explain())
-        split_k = explain(a.shape[0], b.shape[0], a.shape[1], out_dtype=torch.float32,
-                          use_fast_accum=g.kernel == "cublaslt-fast-accum", scale=scaling,
-                          device=a.device if a.is_cuda else None).split_k
+        split_k = _plan_split(a.shape[0], b.shape[0], a.shape[1], "f32",
+                              g.kernel == "cublaslt-fast-accum", scaling, "", "",
+                              str(a.device) if a.is_cuda else "")
     return torch.ops.fp8sim.gemm(ca, cb, None, sa if scaling != "none" else None,
                                  sb if scaling != "none" else None, g.a_format, g.b_format,
                                  g.model, g.promote_every, scaling, block, g.scale_order, "f32",
