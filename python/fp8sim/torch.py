@@ -291,9 +291,10 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     128, as cuBLASLt's kernels do). With ``model`` given (a model of your own, not cuBLASLt),
     ``promote_every`` defaults to 0 and ``split_k`` to 1.
 
-    >>> a = torch.ones(2, 32).to(torch.float8_e4m3fn); one = torch.tensor(1.0)
-    >>> scaled_mm(a, a.t(), one, one, out_dtype=torch.float32).tolist()
-    [[32.0, 32.0], [32.0, 32.0]]
+    >>> a = torch.ones(16, 64).to(torch.float8_e4m3fn); one = torch.tensor(1.0)
+    >>> d = scaled_mm(a, a.t(), one, one, out_dtype=torch.float32, gpu="h100")
+    >>> d.shape, d[0, 0].item()
+    (torch.Size([16, 16]), 64.0)
     """
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"scaled_mm: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied")
