@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # run_gpu: the whole GPU suite, in one call, on a machine with a GPU (CI has none: there these
-# tests skip). Builds the C++ tree with CUDA into build-gpu/ and the Python package (with the
-# CUDA engine) into a private folder, then runs
+# tests skip). Builds the C++ tree with CUDA and the Python module into build-gpu/ (the
+# package in build-gpu/site), then runs
 #   1. ctest -L 'gpu|golden' (the CUDA engine against the CPU engine, every hardware capture
 #      and kernel capture replayed),
-#   2. pytest on tests/python (the CUDA tests run; the rest too, as a check of the install),
+#   2. pytest on the GPU tests of tests/python (-m gpu; PYTEST_ARGS to choose others),
 #   3. cuda/check_scaled_mm.py: fp8sim.torch.scaled_mm against live torch._scaled_mm on random
 #      shapes (N_SHAPES, default 300), bit for bit,
 # and writes each stage's log and a summary into OUT (default: gpu-out/). On a GPU machine
@@ -24,23 +24,22 @@ prefix=()
 
 echo "run_gpu: build ($(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null))"
 if ! { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" \
+         -DFP8SIM_BUILD_PYTHON=ON -DPython_EXECUTABLE="$(command -v "$python")" \
          -DPython3_EXECUTABLE="$(command -v "$python")" &&
        cmake --build build-gpu -j"$jobs"; } > "$out/build.log" 2>&1; then
   tail -n 30 "$out/build.log"; echo "run_gpu: FAILED stages: build"; exit 1
 fi
+# The Python package from the same build: python/fp8sim with the module beside it.
 site="$root/build-gpu/site"
-rm -rf "$site"
-if ! CMAKE_BUILD_PARALLEL_LEVEL="$jobs" "$python" -m pip install -q --no-build-isolation --no-deps \
-     --target "$site" ${deps:+--config-settings=cmake.define.CMAKE_PREFIX_PATH="$deps"} \
-     ${deps:+--config-settings=cmake.define.OPENSSL_ROOT_DIR="$deps"} . > "$out/pip.log" 2>&1; then
-  tail -n 30 "$out/pip.log"; echo "run_gpu: FAILED stages: python package"; exit 1
-fi
+rm -rf "$site" && mkdir -p "$site" && cp -r python/fp8sim "$site/" &&
+  cp build-gpu/python/_core*.so "$site/fp8sim/"
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" FP8SIM_TEST_DATA="$root/tests/data"
 
 (cd build-gpu && ctest --output-on-failure -j4 -L 'gpu|golden') > "$out/ctest.log" 2>&1 ||
   failed+=("ctest")
 tail -n 5 "$out/ctest.log"
-FP8SIM_CLI="$root/build-gpu/sim/fp8sim" "$python" -m pytest -q -p no:cacheprovider tests/python \
+FP8SIM_CLI="$root/build-gpu/sim/fp8sim" "$python" -m pytest -q -p no:cacheprovider \
+  ${PYTEST_ARGS:--m gpu} tests/python \
   > "$out/pytest.log" 2>&1 || failed+=("pytest")
 tail -n 3 "$out/pytest.log"
 "$python" cuda/check_scaled_mm.py --shapes "${N_SHAPES:-300}" --json "$out/scaled_mm.json" \
