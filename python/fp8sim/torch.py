@@ -55,10 +55,11 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c: Optional[torch.Tensor] = None,
          promote_every: int = 0, scaling: str = "", block: int = 128,
          scale_order: str = "deepgemm", out_type: str = "f32", threads: int = 0,
          bias: Optional[torch.Tensor] = None, split_k: int = 1,
-         split_k_align: int = 128, kernel: str = "") -> torch.Tensor:
+         split_k_align: int = 128, kernel_preset: str = "") -> torch.Tensor:
     """``fp8sim.gemm`` as a torch op: A (M x K) and B (N x K) uint8 codes -> float32 M x N.
-    ``kernel`` names a kernel preset (``fp8sim.kernels()``), which sets the model, promotion,
-    scale order and split alignment (those stay at their defaults then).
+    ``kernel_preset`` names a kernel preset (``fp8sim.kernels()``), which sets the model,
+    promotion, scale order and split alignment (those stay at their defaults then). (Not
+    ``kernel``: Inductor's fallback lowering takes that name for itself.)
 
     >>> a = torch.full((1, 32), 0x38, dtype=torch.uint8)  # e4m3 1.0
     >>> torch.ops.fp8sim.gemm(a, a).item()
@@ -68,14 +69,14 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c: Optional[torch.Tensor] = None,
     d = _fp8sim.gemm(a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales,
                      scaling or None, block, scale_order, out_type, None if on_cuda else "cpu",
                      0 if on_cuda else threads, bias=bias, split_k=split_k,
-                     split_k_align=split_k_align, kernel=kernel or None)
+                     split_k_align=split_k_align, kernel=kernel_preset or None)
     return d if on_cuda else torch.from_numpy(d)
 
 
 @gemm.register_fake
 def _(a, b, c=None, a_scales=None, b_scales=None, a_format="e4m3", b_format="e4m3",
       model="hopper-wgmma", promote_every=0, scaling="", block=128, scale_order="deepgemm",
-      out_type="f32", threads=0, bias=None, split_k=1, split_k_align=128, kernel=""):
+      out_type="f32", threads=0, bias=None, split_k=1, split_k_align=128, kernel_preset=""):
     torch._check(a.dim() == 2 and b.dim() == 2 and a.shape[1] == b.shape[1])
     return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.float32)
 
@@ -303,8 +304,13 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
             raise ValueError(f"scaled_mm: {name} is {t.dtype}, expected an FP8 dtype")
     M, K = a.shape
     N = b.shape[1]
-    custom_model = model is not None
-    if promote_every is None:
+    # cuBLASLt's own kernel unless a model of the caller's is asked for
+    custom_model = (model is not None or promote_every is not None or scale_order != "cublaslt"
+                    or split_k_align is not None)
+    preset = "" if custom_model else "cublaslt-fast-accum" if use_fast_accum else "cublaslt"
+    if preset:
+        model, promote_every, scale_order = "hopper-wgmma", 0, "deepgemm"  # the op's defaults
+    elif promote_every is None:
         promote_every = 0 if (model is not None or use_fast_accum) else 128
     model = model or "hopper-wgmma"
     bt = b.t().contiguous()  # N x K; no copy for a column-major b
@@ -332,7 +338,9 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
                               FORMAT_OF_DTYPE[b.dtype], model, promote_every, scaling, 128,
                               scale_order, "f32" if fp8_out else out_type, threads,
                               None if bias is None else bias.to(torch.float32), split_k,
-                              split_k_align or (512 if scaling == "block" else 128))
+                              split_k_align or (128 if preset else
+                                                512 if scaling == "block" else 128),
+                              kernel_preset=preset)
     if fp8_out:
         if scale_result is not None:
             d = d * scale_result.to(torch.float32)
