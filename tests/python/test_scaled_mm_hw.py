@@ -42,3 +42,27 @@ def test_scaled_mm_reproduces_cublaslt(data_dir, gpu):
         if not np.array_equal(got.float().numpy().view(np.uint32), want.numpy().view(np.uint32)):
             bad.append(c["name"])
     assert len(cs) >= 6 and bad == [], f"{len(bad)} of {len(cs)} differ: {bad[:5]}"
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_recorded_plans_give_the_captured_split(data_dir, gpu):
+    # The split each captured call ran with (cuBLASLt's trace), against the plan fp8sim's
+    # recorded tables give for the whole call's shape: the same, or refused, never another.
+    _, cs = cases(data_dir, gpu)
+    exact = refused = 0
+    wrong = []
+    for c in cs:
+        M, N, K = (int(x) for x in c["name"].split("_")[0].split("x"))  # the call's shape
+        try:
+            plan = ft.explain(M, N, K, out_dtype=DTYPE[c["out_type"]],
+                              use_fast_accum=c["promote_every"] == 0, scale=c["scaling"],
+                              bias=c.get("bias") is not None, gpu=gpu)
+        except ValueError:
+            refused += 1
+            continue
+        if plan.split_k == c.get("split_k", 1):
+            exact += 1
+        else:
+            wrong.append(f"{c['name']}: plan {plan.split_k}, cuBLASLt {c.get('split_k', 1)}")
+    print(f"{gpu}: {exact} exact, {refused} refused of {len(cs)} captured calls")
+    assert wrong == [] and exact >= len(cs) // 2
