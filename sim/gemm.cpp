@@ -813,16 +813,4 @@ void batched_dot(const GemmSpec& s, const Operand& A, const Operand& B,
   run_engine(s, A, B, C, sa, sb, D, Pairing::row_by_row);
 }
 
-float gemm_dot(const GemmSpec& s, std::span<const std::uint8_t> a,
-               std::span<const std::uint8_t> b, float c) {
-  if (a.size() != b.size())
-    throw std::invalid_argument(
-        fmt::format("gemm_dot: a has {} codes, b has {}", a.size(), b.size()));
-  const int K = static_cast<int>(a.size());
-  float d = 0.0f;
-  const float cc[1] = {c};
-  gemm(s, 1, 1, K, a, b, std::span<const float>(cc, 1), {}, {}, std::span<float>(&d, 1));
-  return d;
-}
-
 }  // namespace fp8sim

@@ -141,8 +141,4 @@ void gemm(const GemmSpec& s, int M, int N, int K, std::span<const std::uint8_t> 
 void batched_dot(const GemmSpec& s, const Operand& A, const Operand& B, std::span<const float> C,
                  std::span<const float> sa, std::span<const float> sb, std::span<float> D);
 
-// Convenience: single dot product of two code vectors through the same engine (M=N=1).
-float gemm_dot(const GemmSpec& s, std::span<const std::uint8_t> a,
-               std::span<const std::uint8_t> b, float c = 0.0f);
-
 }  // namespace fp8sim
