@@ -140,11 +140,7 @@ int run(const Experiment& e, int argc, char** argv) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::string manifest_text =
         manifest(e, r, command, runtime, o.paper, {csv, summary, json}).dump(2) + "\n";
-    OutputFile files[] = {OutputFile(csv), OutputFile(summary), OutputFile(json)};
-    files[0].write(trials_text.str());
-    files[1].write(summary_text.str());
-    files[2].write(manifest_text);
-    for (OutputFile& f : files) f.commit();
+    write_files({{csv, trials_text.str()}, {summary, summary_text.str()}, {json, manifest_text}});
     fmt::print("exp_{}: {} configurations x {} trials in {:.1f} s{}\n", e.name, r.configs.size(),
                s.trials, runtime,
                r.skipped.empty() ? "" : fmt::format(" ({} invalid combinations skipped)", r.skipped.size()));
