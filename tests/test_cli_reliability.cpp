@@ -225,6 +225,15 @@ TEST_CASE("a write error on standard output is exit 2 with one line, for every c
       CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
       CHECK(r.err.find("standard output: write failed") != std::string::npos);
     }
+  // The experiments too.
+  if (const char* exp = std::getenv("FP8SIM_EXP")) {
+    for (const char* sink : {" > /dev/full", " >&-"}) {
+      const Run r = run_program(exp, std::string("--trials 1 --out exp_stdout") + sink);
+      INFO("experiment" << sink << " => rc " << r.status << " stderr: " << r.err);
+      CHECK(r.status == 2);
+      CHECK(r.err.find("standard output: write failed") != std::string::npos);
+    }
+  }
   // A closed stdout never lends its number to an output file: gemm's D.npy is whole.
   fs::remove(workdir() / "Dclosed.npy");
   CHECK(run_cli("gemm --a A.npy --b B.npy --out Dclosed.npy >&-").status == 0);
