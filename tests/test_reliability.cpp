@@ -465,8 +465,10 @@ TEST_CASE("manifests: case paths stay inside the capture folder", "[unit]") {
       {"escape.npy", "outside the capture folder"},
       {"up/outside.npy", "outside the capture folder"},
   };
-  for (const auto& [path, why] : bad)
+  for (const auto& item : bad)  // (no structured bindings: clang 14 cannot capture them)
     for (const char* key : {"a", "b", "d"}) {
+      const std::string& path = item.first;
+      const std::string& why = item.second;
       make_capture(t.path / "cap", [&](json& m) { m["cases"][0][key] = path; });
       INFO(key << " = " << path);
       const std::string e = replay_error(t.path / "cap");
@@ -504,7 +506,9 @@ TEST_CASE("manifests: every case checked before any array is read", "[unit]") {
       {[](json& c) { c["d"] = "a.npy"; }, "expected dtype <f4"},
       {[](json& c) { c["a"] = "../a.npy"; }, "'..'"},
   };
-  for (const auto& [edit, needle] : last) {
+  for (const auto& item : last) {
+    const auto& edit = item.first;
+    const std::string& needle = item.second;
     make_capture(t.path, [&](json& m) {
       json big = m["cases"][0];
       big["name"] = "big";
@@ -571,7 +575,9 @@ TEST_CASE("npy headers are checked before the data is read", "[unit]") {
       {[&] { read_input_npy(f4, InputDtype::bf16); }, "not bf16"},
       {[&] { read_input_pair(f4, f4, InputDtype::f16); }, "not f16"},
   };
-  for (const auto& [f, needle] : cases) {
+  for (const auto& item : cases) {
+    const auto& f = item.first;
+    const std::string& needle = item.second;
     const int code = in_child_with_memory_limit(std::size_t{256} << 20, [&] {
       const std::string e = error_of(f);
       return e.find(needle) != std::string::npos ? 0 : 1;
