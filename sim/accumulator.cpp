@@ -486,8 +486,9 @@ AccumulatorSpec accumulator_by_name(std::string_view name) {
     // an error, never "the last wins".
     const std::string_view slot = key == "outfmt" ? "out" : key;
     if (std::find(seen.begin(), seen.end(), slot) != seen.end())
-      throw std::invalid_argument(fmt::format("model '{}': key '{}' given twice{}", name, key,
-                                              slot != key ? " (out and outfmt both set the output)" : ""));
+      throw std::invalid_argument(
+          fmt::format("model '{}': key '{}' given twice{}", name, key,
+                      slot != key ? " (out and outfmt both set the output)" : ""));
     seen.push_back(slot);
     if (key == "group") {
       m.group = to_int(key, v);

@@ -112,7 +112,9 @@ class CheckedSax {
   bool boolean(bool v) { return dom_.boolean(v); }
   bool number_integer(json::number_integer_t v) { return dom_.number_integer(v); }
   bool number_unsigned(json::number_unsigned_t v) { return dom_.number_unsigned(v); }
-  bool number_float(json::number_float_t v, const std::string& s) { return dom_.number_float(v, s); }
+  bool number_float(json::number_float_t v, const std::string& s) {
+    return dom_.number_float(v, s);
+  }
   bool string(std::string& v) { return dom_.string(v); }
   bool binary(json::binary_t& v) { return dom_.binary(v); }
   bool start_object(std::size_t n) {

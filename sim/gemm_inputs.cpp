@@ -105,8 +105,9 @@ void check_scale_header(std::string_view source, const std::string& descr,
   if (!shape_ok) {
     std::string dims;
     for (std::size_t e : shape) dims += (dims.empty() ? "" : " x ") + std::to_string(e);
-    throw std::runtime_error(fmt::format("{}: expected {} x {} scales for {} scaling, got shape ({})",
-                                         source, rows, cols, to_string(scaling), dims));
+    throw std::runtime_error(
+        fmt::format("{}: expected {} x {} scales for {} scaling, got shape ({})", source, rows,
+                    cols, to_string(scaling), dims));
   }
 }
 

@@ -195,7 +195,8 @@ void NpyReader::expect(const std::string& descr, const std::vector<std::size_t>&
   for (std::size_t i = 0; ok && i < shape.size(); ++i)
     ok = shape[i] == 0 || shape[i] == head_.shape[i];
   if (!ok)
-    fail(path_, fmt::format("expected shape {}, got {}", show_shape(shape), show_shape(head_.shape)));
+    fail(path_,
+         fmt::format("expected shape {}, got {}", show_shape(shape), show_shape(head_.shape)));
 }
 
 NpyArray NpyReader::read() {

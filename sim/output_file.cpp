@@ -99,7 +99,8 @@ OutputFile::OutputFile(std::string path) : path_(std::move(path)), target_(path_
   struct stat st {};
   if (::stat(path_.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) refuse(path_, "is a folder, not a file");
-    if (S_ISBLK(st.st_mode)) refuse(path_, "is a block device (refused: fp8sim never writes into a disk)");
+    if (S_ISBLK(st.st_mode))
+      refuse(path_, "is a block device (refused: fp8sim never writes into a disk)");
     if (!S_ISREG(st.st_mode)) {  // character device, FIFO, socket: in place, never blocking
       fd_ = ::open(path_.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
       if (fd_ < 0)

@@ -182,8 +182,10 @@ ScaleShape gemm_scale_shape(const ScalingSpec& s, OperandRole role, int T, int K
   const ScaleGroups g = scale_groups(s, role, T, K, rows_per);
   const std::size_t cols = static_cast<std::size_t>(g.cols);
   if (cols == 0) return {0, 0};
-  if (s.granularity == ScaleGranularity::tensor && rows_per >= T) return {std::min<std::size_t>(t, 1), 1};
-  if (s.granularity == ScaleGranularity::block && role == OperandRole::b) return {g.row_groups, cols};
+  if (s.granularity == ScaleGranularity::tensor && rows_per >= T)
+    return {std::min<std::size_t>(t, 1), 1};
+  if (s.granularity == ScaleGranularity::block && role == OperandRole::b)
+    return {g.row_groups, cols};
   return {t, cols};
 }
 

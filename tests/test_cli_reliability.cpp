@@ -242,7 +242,7 @@ TEST_CASE("a write error on standard output is exit 2 with one line, for every c
   CHECK(run_cli("table -f e2m1 > /dev/null").status == 0);
 }
 
-TEST_CASE("--out and --json to special files: written through or refused, never replaced", "[unit]") {
+TEST_CASE("--out/--json to special files: written through or refused, never replaced", "[unit]") {
   save_u8("A.npy", 4, 64, 0x38);
   save_u8("B.npy", 3, 64, 0x38);
   make_capture("cap3", 2);
@@ -288,7 +288,7 @@ TEST_CASE("--out and --json to special files: written through or refused, never 
     CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
 }
 
-TEST_CASE("analyze: integer options read strictly, options that apply to nothing refused", "[unit]") {
+TEST_CASE("analyze: integers read strictly, options that apply to nothing refused", "[unit]") {
   save_f32("FA.npy", 4, 128, 1.0f);
   const std::string ab = "analyze --a FA.npy --b FA.npy --quiet --out an_opts ";
   for (const char* v : {"0100", "''", "' 128'", "'128 '", "-5", "1e3", "0x", "128,,0", "128,",
@@ -310,7 +310,8 @@ TEST_CASE("analyze: integer options read strictly, options that apply to nothing
   bad(ab + "--scalings none,nvfp4 --encodings e8m0", "encodings apply to none");
   // The good spellings still run.
   CHECK(run_cli(ab + "--promote-every 0x80,0 --pairs 0x10 > /dev/null").status == 0);
-  CHECK(run_cli(ab + "--scalings tensor,none --encodings pow2 --out-type bf16 > /dev/null").status == 0);
+  CHECK(run_cli(ab + "--scalings tensor,none --encodings pow2 --out-type bf16 > /dev/null")
+            .status == 0);
   CHECK(run_cli(ab + "--promote-every 0 --promote-every 128 > /dev/null").status == 0);
 }
 
@@ -349,7 +350,8 @@ TEST_CASE("a file size limit (SIGXFSZ) during a write leaves no temporary", "[un
   for (const std::string& cmd :
        {std::string("gemm --a A64.npy --b A64.npy --out xfsz/D.npy"),
         std::string("replay --captures capx --json xfsz/r.json > /dev/null"),
-        std::string("analyze --a FA.npy --b FA.npy --recipes fast-accum --quiet --out xfsz > /dev/null")}) {
+        std::string("analyze --a FA.npy --b FA.npy --recipes fast-accum --quiet --out xfsz "
+                    "> /dev/null")}) {
     const Run r = run_cli(cmd, "ulimit -f 4; exec ");
     INFO(cmd << " => rc " << r.status << " " << r.err);
     CHECK(r.status == 128 + SIGXFSZ);

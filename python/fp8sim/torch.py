@@ -106,8 +106,8 @@ def _(x, fmt="e4m3", granularity="tensor", scale_encoding="", role="a"):
     # The scale shape from the library's one rule (sim/scaling.hpp gemm_scale_shape), as the
     # real op gets it; T and K become concrete here (a symbolic shape is specialised).
     rows, cols = _fp8sim._core.quantize_scale_shape(
-        int(x.shape[0]), int(x.shape[1]), _fp8sim._scaling_text(granularity, scale_encoding or None),
-        role)
+        int(x.shape[0]), int(x.shape[1]),
+        _fp8sim._scaling_text(granularity, scale_encoding or None), role)
     return (x.new_empty(x.shape, dtype=torch.uint8),
             x.new_empty((rows, cols), dtype=torch.float32))
 

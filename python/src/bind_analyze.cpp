@@ -64,7 +64,9 @@ std::tuple<std::string, std::string, std::string, std::vector<std::string>> run_
   write_analyze_pairs_csv(pair, r);
   if (!out.empty()) {  // as the CLI writes them: all three or none (output_file.hpp)
     std::filesystem::create_directories(out);
-    const auto path = [&](const char* name) { return (std::filesystem::path(out) / name).string(); };
+    const auto path = [&](const char* name) {
+      return (std::filesystem::path(out) / name).string();
+    };
     write_files({{path("analyze.csv"), main.str()}, {path("analyze_rows.csv"), rows.str()},
                  {path("analyze_pairs.csv"), pair.str()}});
   }
@@ -80,7 +82,8 @@ void bind_analyze(nb::module_& m) {
          const std::string& b_dtype, const std::vector<std::string>& recipes,
          const std::vector<std::string>& formats, const std::vector<std::string>& scalings,
          const std::vector<std::string>& encodings, const std::vector<std::string>& models,
-         const std::vector<int>& promote_every, const std::optional<std::string>& out_type, bool stages,
+         const std::vector<int>& promote_every, const std::optional<std::string>& out_type,
+         bool stages,
          std::int64_t pairs, std::uint64_t seed, int threads, const std::string& device,
          bool skip_invalid, const std::string& out) {
         if (pairs < 0) throw std::invalid_argument(fmt::format("pairs = {} is negative", pairs));

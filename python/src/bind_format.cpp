@@ -178,7 +178,8 @@ nb::tuple quantize(const AnyArray& x, const std::string& format, const std::stri
   const OperandRole r = role_by_name(role);
   check_threads(threads);
   if (tensor_rows < 0)
-    throw std::invalid_argument(fmt::format("tensor_rows = {} is negative (0: all rows)", tensor_rows));
+    throw std::invalid_argument(
+        fmt::format("tensor_rows = {} is negative (0: all rows)", tensor_rows));
   const View v = view(x, "x", "<f8", 2);
   const int T = int(v.shape[0]), K = int(v.shape[1]);
   const auto* p = static_cast<const double*>(v.data);
@@ -188,7 +189,8 @@ nb::tuple quantize(const AnyArray& x, const std::string& format, const std::stri
   QuantisedOperand q;
   {
     nb::gil_scoped_release release;
-    q = quantise_operand(s, r, f, T, K, {p, v.size()}, tensor_rows <= 0 ? std::max(T, 1) : tensor_rows,
+    q = quantise_operand(s, r, f, T, K, {p, v.size()},
+                         tensor_rows <= 0 ? std::max(T, 1) : tensor_rows,
                          threads);
   }
   std::vector<std::uint32_t> codes(v.size());
@@ -207,7 +209,8 @@ nb::tuple quantize_cuda(const CudaArray& x, nb::ndarray<std::uint8_t, nb::device
   const ScalingSpec s = scaling_by_name(scaling);
   const OperandRole r = role_by_name(role);
   if (tensor_rows < 0)
-    throw std::invalid_argument(fmt::format("tensor_rows = {} is negative (0: all rows)", tensor_rows));
+    throw std::invalid_argument(
+        fmt::format("tensor_rows = {} is negative (0: all rows)", tensor_rows));
   const View v = view(x, "x", "", 2);
   if (v.descr != "<f4" && v.descr != "<f8")
     throw std::invalid_argument(fmt::format("x: expected dtype <f4 or <f8, got {}", v.descr));

@@ -32,7 +32,8 @@ const std::string& capture_dir() {
     fp8sim::write_npy((d / "s.npy").string(), "<f4", {2, 1}, f.data(), 8);
     const auto outside = d.parent_path() / (d.filename().string() + "_outside.npy");
     fp8sim::write_npy(outside.string(), "|u1", {2, 32}, codes.data(), codes.size());
-    std::filesystem::create_symlink(std::filesystem::path("..") / outside.filename(), d / "out.npy");
+    std::filesystem::create_symlink(std::filesystem::path("..") / outside.filename(),
+                                    d / "out.npy");
     std::filesystem::create_symlink("..", d / "up");
     return d.string();
   }();
