@@ -13,6 +13,7 @@
 
 #include "cli/options.hpp"
 #include "output_file.hpp"
+#include "std_streams.hpp"
 #include "parallel.hpp"
 #include "provenance.hpp"
 #include "revision.hpp"
@@ -94,6 +95,7 @@ nlohmann::json manifest(const Experiment& e, const SweepResult& r, const std::st
 }  // namespace
 
 int run(const Experiment& e, int argc, char** argv) {
+  guard_standard_descriptors();  // std_streams.hpp: stdout is checked like an output file
   CLI::App app{fmt::format("exp_{}: {}", e.name, e.question)};
   app.failure_message(CLI::FailureMessage::simple);
   Options o;
@@ -140,17 +142,19 @@ int run(const Experiment& e, int argc, char** argv) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::string manifest_text =
         manifest(e, r, command, runtime, o.paper, {csv, summary, json}).dump(2) + "\n";
-    OutputFile files[] = {OutputFile(csv), OutputFile(summary), OutputFile(json)};
-    files[0].write(trials_text.str());
-    files[1].write(summary_text.str());
-    files[2].write(manifest_text);
-    for (OutputFile& f : files) f.commit();
+    write_files({{csv, trials_text.str()}, {summary, summary_text.str()}, {json, manifest_text}});
     fmt::print("exp_{}: {} configurations x {} trials in {:.1f} s{}\n", e.name, r.configs.size(),
                s.trials, runtime,
                r.skipped.empty() ? "" : fmt::format(" ({} invalid combinations skipped)", r.skipped.size()));
     for (const auto& f : {csv, summary, json}) fmt::print("  wrote {}\n", f);
   } catch (const std::exception& ex) {
-    fmt::print(stderr, "exp_{}: error: {}\n", e.name, ex.what());
+    const std::string out_error = finish_stdout();
+    fmt::print(stderr, "exp_{}: error: {}\n", e.name,
+               printable(out_error.empty() ? ex.what() : out_error));
+    return 2;
+  }
+  if (const std::string out_error = finish_stdout(); !out_error.empty()) {
+    fmt::print(stderr, "exp_{}: error: {}\n", e.name, out_error);
     return 2;
   }
   return 0;

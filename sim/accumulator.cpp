@@ -467,6 +467,13 @@ AccumulatorSpec accumulator_by_name(std::string_view name) {
           fmt::format("model '{}': {}='{}' is not a non-negative integer", name, key, v));
     return x;
   };
+  // A 0/1 switch: 2 is an error, not "on".
+  auto to_bool = [&](std::string_view key, std::string_view v) {
+    if (v != "0" && v != "1")
+      throw std::invalid_argument(fmt::format("model '{}': {}='{}' is not 0 or 1", name, key, v));
+    return v == "1";
+  };
+  std::vector<std::string_view> seen;
   while (!rest.empty()) {
     const auto comma = rest.find(',');
     const std::string_view item = rest.substr(0, comma);
@@ -475,6 +482,14 @@ AccumulatorSpec accumulator_by_name(std::string_view name) {
     if (eq == std::string_view::npos)
       throw std::invalid_argument(fmt::format("model '{}': '{}' is not key=value", name, item));
     const std::string_view key = item.substr(0, eq), v = item.substr(eq + 1);
+    // Each setting once: a repeated key (or out and outfmt, which both set the output) is
+    // an error, never "the last wins".
+    const std::string_view slot = key == "outfmt" ? "out" : key;
+    if (std::find(seen.begin(), seen.end(), slot) != seen.end())
+      throw std::invalid_argument(
+          fmt::format("model '{}': key '{}' given twice{}", name, key,
+                      slot != key ? " (out and outfmt both set the output)" : ""));
+    seen.push_back(slot);
     if (key == "group") {
       m.group = to_int(key, v);
     } else if (key == "frac") {
@@ -501,12 +516,12 @@ AccumulatorSpec accumulator_by_name(std::string_view name) {
     } else if (key == "block") {
       m.block = to_int(key, v);
     } else if (key == "interleave") {
-      m.interleave = to_int(key, v) != 0;
+      m.interleave = to_bool(key, v);
     } else if (key == "unpack") {
       if (v == "none") m.unpack.reset();
       else m.unpack = format_by_name(v);
     } else if (key == "renorm") {
-      m.renormalise_products = to_int(key, v) != 0;
+      m.renormalise_products = to_bool(key, v);
     } else if (key == "zero") {
       if (v == "none") {
         m.zero_exponent.reset();
@@ -524,11 +539,11 @@ AccumulatorSpec accumulator_by_name(std::string_view name) {
     } else if (key == "arith") {
       m.arithmetic = parse_step_arithmetic(v);
     } else if (key == "signedzero") {
-      m.signed_zero = to_int(key, v) != 0;
+      m.signed_zero = to_bool(key, v);
     } else if (key == "overflow") {
-      m.product_overflow = to_int(key, v) != 0;
+      m.product_overflow = to_bool(key, v);
     } else if (key == "dropfar") {
-      m.realign_drop_far = to_int(key, v) != 0;
+      m.realign_drop_far = to_bool(key, v);
     } else if (key == "scale") {
       const auto colon = v.find(':');
       if (v == "none") {

@@ -13,6 +13,8 @@
 #include <stdexcept>
 
 #include "exact.hpp"
+#include "gemm_inputs.hpp"
+#include "limits.hpp"
 #include "metrics.hpp"
 #include "npy.hpp"
 #include "parallel.hpp"
@@ -29,35 +31,44 @@ InputDtype parse_input_dtype(std::string_view s) {
   throw std::invalid_argument(fmt::format("unknown input dtype '{}' (auto, f32, bf16, f16)", s));
 }
 
-InputMatrix read_input_npy(const std::string& path, InputDtype dtype) {
-  const NpyArray a = read_npy(path);
+namespace {
+
+// 1. Which dtype the file holds, checked against the one asked for; 2. the shape: a
+// non-empty matrix. From the header alone.
+InputDtype check_input_header(const NpyReader& r, InputDtype dtype) {
+  const std::string& d = r.descr();
   const auto fail = [&](const std::string& what) {
-    throw std::runtime_error(fmt::format("{}: {}", path, what));
+    throw std::runtime_error(fmt::format("{}: {}", r.path(), what));
   };
-  // 1. Which dtype the file holds, checked against the one asked for.
   InputDtype got = InputDtype::automatic;
-  if (a.descr == "<f4") got = InputDtype::f32;
-  else if (a.descr == "<f2") got = InputDtype::f16;
-  else if (a.descr == "<V2" || a.descr == "|V2") got = InputDtype::bf16;
-  else if (a.descr == "<u2" && dtype == InputDtype::bf16) got = InputDtype::bf16;
-  else if (a.descr == "<u2")
+  if (d == "<f4") got = InputDtype::f32;
+  else if (d == "<f2") got = InputDtype::f16;
+  else if (d == "<V2" || d == "|V2") got = InputDtype::bf16;
+  else if (d == "<u2" && dtype == InputDtype::bf16) got = InputDtype::bf16;
+  else if (d == "<u2")
     fail("dtype <u2 (uint16): pass --dtype bf16 if these are bfloat16 bit patterns");
   else
-    fail(fmt::format("dtype {} is not float32, bfloat16 or float16", a.descr));
+    fail(fmt::format("dtype {} is not float32, bfloat16 or float16", d));
   if (dtype != InputDtype::automatic && dtype != got) {
     const char* names[] = {"auto", "f32", "bf16", "f16"};
-    fail(fmt::format("dtype {} is not {} as asked", a.descr, names[int(dtype)]));
+    fail(fmt::format("dtype {} is not {} as asked", d, names[int(dtype)]));
   }
-  // 2. Shape: a non-empty matrix.
-  if (a.shape.size() != 2) fail(fmt::format("expected a 2-D array, got {} dimensions", a.shape.size()));
-  if (a.shape[0] == 0 || a.shape[1] == 0) fail("empty matrix");
-  if (a.shape[0] > (std::size_t{1} << 30) || a.shape[1] > (std::size_t{1} << 30))
-    fail(fmt::format("matrix {} x {} is too large", a.shape[0], a.shape[1]));
+  if (r.shape().size() != 2)
+    fail(fmt::format("expected a 2-D array, got {} dimensions", r.shape().size()));
+  if (r.shape()[0] == 0 || r.shape()[1] == 0) fail("empty matrix");
+  if (r.shape()[0] > std::size_t(limits::kMaxDim) || r.shape()[1] > std::size_t(limits::kMaxDim))
+    fail(fmt::format("matrix {} x {} is too large {}", r.shape()[0], r.shape()[1],
+                     limits::named("kMaxDim", limits::kMaxDim)));
+  return got;
+}
+
+// 3. Values as doubles (exact: every f32 / bf16 / f16 value is a double), all finite.
+InputMatrix read_input_data(NpyReader& r, InputDtype got) {
+  const NpyArray a = r.read();
   InputMatrix m;
   m.rows = static_cast<int>(a.shape[0]);
   m.cols = static_cast<int>(a.shape[1]);
   m.values.resize(a.size());
-  // 3. Values as doubles (exact: every f32 / bf16 / f16 value is a double), all finite.
   if (got == InputDtype::f32) {
     m.dtype = "f32";
     const std::vector<float> v = a.as<float>();
@@ -70,8 +81,26 @@ InputMatrix read_input_npy(const std::string& path, InputDtype dtype) {
   }
   for (std::size_t i = 0; i < m.values.size(); ++i)
     if (!std::isfinite(m.values[i]))
-      fail(fmt::format("element ({}, {}) is {}", i / m.cols, i % m.cols, m.values[i]));
+      throw std::runtime_error(fmt::format("{}: element ({}, {}) is {}", r.path(), i / m.cols,
+                                           i % m.cols, m.values[i]));
   return m;
+}
+
+}  // namespace
+
+InputMatrix read_input_npy(const std::string& path, InputDtype dtype) {
+  NpyReader r(path);
+  const InputDtype got = check_input_header(r, dtype);
+  return read_input_data(r, got);
+}
+
+std::pair<InputMatrix, InputMatrix> read_input_pair(const std::string& a, const std::string& b,
+                                                    InputDtype dtype) {
+  NpyReader ra(a), rb(b);
+  const InputDtype ga = check_input_header(ra, dtype), gb = check_input_header(rb, dtype);
+  check_gemm_problem(a, b, ra.shape()[0], ra.shape()[1], rb.shape()[0], rb.shape()[1]);
+  InputMatrix A = read_input_data(ra, ga);
+  return {std::move(A), read_input_data(rb, gb)};
 }
 
 Quantiles quantiles(std::vector<double> v) {
@@ -197,6 +226,11 @@ AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const Input
     return std::chrono::duration<double>(clock::now() - t0).count();
   };
   if (spec.recipes.empty()) throw std::invalid_argument("analyze: no recipes");
+  check_threads(spec.threads);
+  if (spec.pairs > std::size_t(limits::kMaxOutputElements))
+    throw std::invalid_argument(fmt::format(
+        "pairs = {} is too many {}", spec.pairs,
+        limits::named("kMaxOutputElements", limits::kMaxOutputElements)));
   if (A.cols != B.cols)
     throw std::invalid_argument(fmt::format("A is {} x {} but B is {} x {}: K differs (B is N x K)",
                                             A.rows, A.cols, B.rows, B.cols));

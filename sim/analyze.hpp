@@ -49,6 +49,7 @@
 #include <iosfwd>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "device.hpp"
@@ -72,6 +73,11 @@ InputDtype parse_input_dtype(std::string_view s);  // auto|f32|bf16|f16
 // Reads a 2-D .npy of float32, bfloat16 or float16 values. Throws std::runtime_error
 // "<path>: <problem>" for another dtype or rank, an empty matrix, or a NaN / Inf element.
 InputMatrix read_input_npy(const std::string& path, InputDtype dtype);
+
+// A (M x K) and B (N x K) for an analysis: both headers checked (dtype, rank, K equal, the
+// GEMM limits of check_gemm_problem) before either's data is read, then as read_input_npy.
+std::pair<InputMatrix, InputMatrix> read_input_pair(const std::string& a, const std::string& b,
+                                                    InputDtype dtype);
 
 struct AnalyzeSpec {
   std::vector<Recipe> recipes;

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <unordered_set>
+#include <vector>
 
 #include "gemm_inputs.hpp"
 #include "input_file.hpp"
@@ -14,6 +16,7 @@
 #include "limits.hpp"
 #include "npy.hpp"
 #include "output_file.hpp"
+#include "std_streams.hpp"
 
 namespace fp8sim {
 namespace {
@@ -28,7 +31,8 @@ struct Where {
     return name.empty() ? manifest : fmt::format("{}: case '{}'", manifest, limits::quoted(name));
   }
   [[noreturn]] void fail(const std::string& problem) const {
-    throw std::runtime_error(fmt::format("{}: {}", str(), problem));
+    // Printable whatever the manifest held (a format name with an escape sequence...).
+    throw std::runtime_error(printable(fmt::format("{}: {}", str(), problem)));
   }
 };
 
@@ -93,24 +97,117 @@ std::string output_type_name(const FormatSpec& f) {
   return f.name == "fp32" ? "f32" : f.name == "fp16" ? "f16" : f.name;
 }
 
-// The manifest as JSON: a regular file of bounded size, nested at most kMaxJsonDepth deep
-// (checked while parsing, so a deep file is refused before it is built).
+// nlohmann's DOM builder behind a SAX handler that refuses, as it reads, JSON nested more
+// than kMaxJsonDepth deep and a key given twice in one object (the DOM would keep the last):
+// one linear pass. (nlohmann's parse callback is quadratic in an array's length: each
+// object's end scans its parent for discarded values.)
+class CheckedSax {
+ public:
+  struct TooDeep {};
+  struct DuplicateKey {
+    std::string key;
+  };
+  explicit CheckedSax(json& j) : dom_(j, /*allow_exceptions=*/true) {}
+  bool null() { return dom_.null(); }
+  bool boolean(bool v) { return dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const std::string& s) {
+    return dom_.number_float(v, s);
+  }
+  bool string(std::string& v) { return dom_.string(v); }
+  bool binary(json::binary_t& v) { return dom_.binary(v); }
+  bool start_object(std::size_t n) {
+    enter();
+    keys_.emplace_back();
+    return dom_.start_object(n);
+  }
+  bool key(std::string& k) {
+    if (!keys_.back().insert(k).second) throw DuplicateKey{k};
+    return dom_.key(k);
+  }
+  bool end_object() {
+    --depth_;
+    keys_.pop_back();
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t n) {
+    enter();
+    return dom_.start_array(n);
+  }
+  bool end_array() {
+    --depth_;
+    return dom_.end_array();
+  }
+  template <class Exception>
+  bool parse_error(std::size_t pos, const std::string& token, const Exception& e) {
+    return dom_.parse_error(pos, token, e);
+  }
+
+ private:
+  void enter() {
+    if (++depth_ > limits::kMaxJsonDepth) throw TooDeep{};
+  }
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  std::vector<std::unordered_set<std::string>> keys_;
+  int depth_ = 0;
+};
+
+// The manifest as JSON: a regular file of bounded size, nested at most kMaxJsonDepth deep,
+// no key twice in an object (checked while parsing, so a deep file is refused before it is
+// built).
 json parse_manifest(const Where& top) {
   const std::string text =
       InputFile(top.manifest, limits::kMaxManifestBytes, "kMaxManifestBytes").read_rest();
-  struct TooDeep {};
+  json j;
+  CheckedSax sax(j);
   try {
-    return json::parse(text, [](int depth, json::parse_event_t, json&) {
-      if (depth > limits::kMaxJsonDepth) throw TooDeep{};
-      return true;
-    });
-  } catch (const TooDeep&) {
+    json::sax_parse(text, &sax);
+  } catch (const CheckedSax::TooDeep&) {
     top.fail(fmt::format("JSON nested more than {} deep {}", limits::kMaxJsonDepth,
                          limits::named("kMaxJsonDepth", limits::kMaxJsonDepth)));
+  } catch (const CheckedSax::DuplicateKey& d) {
+    top.fail(fmt::format("key \"{}\" given twice in one object", limits::quoted(d.key)));
   } catch (const json::exception& e) {
     // nlohmann's message quotes the last bytes read: at most a few hundred characters.
     top.fail(fmt::format("not valid JSON: {}", limits::quoted(e.what(), 4 * limits::kMaxQuotedValue)));
   }
+  return j;
+}
+
+// A file a case names: a relative path inside the capture folder, checked as text here (no
+// '..' component, not absolute, no NUL or control character: printable in every message)
+// and, when it exists, with symlinks resolved (inside_folder).
+std::string case_path(const std::string& dir, const std::string& rel, const char* key,
+                      const Where& w) {
+  const auto bad = [&](const char* why) {
+    w.fail(fmt::format("key '{}' = \"{}\": {} (paths are relative to the capture folder and "
+                       "stay inside it)", key, limits::quoted(rel), why));
+  };
+  if (rel.empty()) bad("an empty path");
+  if (rel[0] == '/') bad("an absolute path");
+  for (const char c : rel)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) bad("a NUL or control character");
+  std::size_t start = 0;
+  while (start <= rel.size()) {
+    const std::size_t slash = std::min(rel.find('/', start), rel.size());
+    if (rel.compare(start, slash - start, "..") == 0 && slash - start == 2) bad("a '..' component");
+    start = slash + 1;
+  }
+  return dir + "/" + rel;
+}
+
+// Symlinks resolved, `path` must lie inside the folder `real_dir` (canonical). A file that
+// does not exist is left to the reader to report.
+void inside_folder(const std::string& real_dir, const std::string& path, const Where& w) {
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::canonical(path, ec);
+  if (ec) return;
+  const std::string r = real.string();
+  if (r.size() <= real_dir.size() || r.compare(0, real_dir.size(), real_dir) != 0 ||
+      (real_dir != "/" && r[real_dir.size()] != '/'))
+    w.fail(fmt::format("{}: resolves outside the capture folder (a symlink to {})", path,
+                       limits::quoted(r)));
 }
 
 CaptureCase read_case(const std::string& dir, const json& j, Where w) {
@@ -155,36 +252,25 @@ CaptureCase read_case(const std::string& dir, const json& j, Where w) {
   cs.M = int(get_int(need(j, "M", w), "M", w, 1, limits::kMaxDim, "kMaxDim"));
   cs.N = int(get_int(need(j, "N", w), "N", w, 1, limits::kMaxDim, "kMaxDim"));
   cs.K = int(get_int(need(j, "K", w), "K", w, 1, limits::kMaxDim, "kMaxDim"));
-  const std::size_t M = cs.M, N = cs.N, K = cs.K;
+  const std::size_t M = cs.M, N = cs.N;
   if (M * N > std::uint64_t(limits::kMaxOutputElements))
     w.fail(fmt::format("M x N = {} x {} is too large {}", M, N,
                        limits::named("kMaxOutputElements", limits::kMaxOutputElements)));
 
-  // 2. The files, each checked for dtype and shape.
-  auto path = [&](const char* key) { return dir + "/" + get_string(need(j, key, w), key, w); };
-  auto read = [&](const std::string& p, const char* descr, std::vector<std::size_t> shape) {
-    try {
-      return read_npy_checked(p, descr, shape);
-    } catch (const std::runtime_error& e) {
-      w.fail(e.what());
-    }
+  // 2. The paths of the files, checked as text.
+  CaptureCase::Files& fl = cs.files;
+  auto path = [&](const char* key) {
+    return case_path(dir, get_string(need(j, key, w), key, w), key, w);
   };
-  auto finite = [&](const std::vector<float>& v, const char* key) {
-    for (std::size_t i = 0; i < v.size(); ++i)
-      if (!std::isfinite(v[i]))
-        w.fail(fmt::format("{}: scale at index {} is {} (scales must be finite)", path(key), i,
-                           v[i]));
-    return v;
-  };
-  cs.a = read(path("a"), "|u1", {M, K}).as<std::uint8_t>();
-  cs.b = read(path("b"), "|u1", {N, K}).as<std::uint8_t>();
-  cs.d = read(path("d"), "<f4", {M, N}).as<float>();
-  if (find(j, "c")) cs.c = read(path("c"), "<f4", {M, N}).as<float>();
-  if (find(j, "bias")) cs.bias = read(path("bias"), "<f4", {N}).as<float>();
+  fl.a = path("a");
+  fl.b = path("b");
+  fl.d = path("d");
+  if (find(j, "c")) fl.c = path("c");
+  if (find(j, "bias")) fl.bias = path("bias");
   if (s.scaling != Scaling::none) {
-    const ScaleShapes sh = spec_call([&] { return scale_shapes(s, cs.M, cs.N, cs.K); });
-    cs.sa = finite(read(path("sa"), "<f4", {sh.a_rows, sh.a_cols}).as<float>(), "sa");
-    cs.sb = finite(read(path("sb"), "<f4", {sh.b_rows, sh.b_cols}).as<float>(), "sb");
+    spec_call([&] { return scale_shapes(s, cs.M, cs.N, cs.K); });
+    fl.sa = path("sa");
+    fl.sb = path("sb");
   }
   const json* pk = find(j, "prefix_k");
   if (pk != nullptr) {
@@ -198,17 +284,49 @@ CaptureCase read_case(const std::string& dir, const json& j, Where w) {
       if (kp <= last) w.fail(fmt::format("prefix_k must increase ({} after {})", kp, last));
       cs.prefix_k.push_back(last = kp);
     }
-    if (!cs.prefix_k.empty())
-      cs.d_prefix = read(path("d_prefix"), "<f4", {cs.prefix_k.size(), M, N}).as<float>();
+    if (!cs.prefix_k.empty()) fl.d_prefix = path("d_prefix");
   } else if (find(j, "d_prefix")) {
     w.fail("d_prefix given without prefix_k");
   }
   return cs;
 }
 
+// Each file of the case with its dtype and shape (scale files by scale_shapes).
+struct CaseFile {
+  const std::string* path;
+  const char* descr;
+  std::vector<std::size_t> shape;
+};
+std::vector<CaseFile> case_files(const CaptureCase& cs) {
+  const std::size_t M = cs.M, N = cs.N, K = cs.K;
+  const CaptureCase::Files& f = cs.files;
+  std::vector<CaseFile> out = {{&f.a, "|u1", {M, K}}, {&f.b, "|u1", {N, K}}, {&f.d, "<f4", {M, N}}};
+  if (!f.c.empty()) out.push_back({&f.c, "<f4", {M, N}});
+  if (!f.bias.empty()) out.push_back({&f.bias, "<f4", {N}});
+  if (!f.sa.empty()) {
+    const ScaleShapes sh = scale_shapes(cs.spec, cs.M, cs.N, cs.K);
+    out.push_back({&f.sa, "<f4", {sh.a_rows, sh.a_cols}});
+    out.push_back({&f.sb, "<f4", {sh.b_rows, sh.b_cols}});
+  }
+  if (!f.d_prefix.empty()) out.push_back({&f.d_prefix, "<f4", {cs.prefix_k.size(), M, N}});
+  return out;
+}
+
+// The headers of the case's files: inside the folder, dtype and shape as the case says.
+void check_case_files(const std::string& real_dir, const CaptureCase& cs, const Where& w) {
+  for (const CaseFile& f : case_files(cs)) {
+    inside_folder(real_dir, *f.path, w);
+    try {
+      NpyReader(*f.path).expect(f.descr, f.shape);
+    } catch (const std::runtime_error& e) {
+      w.fail(e.what());
+    }
+  }
+}
+
 }  // namespace
 
-Capture read_capture(const std::string& dir_arg, const std::string& only_case) {
+Capture read_capture_manifest(const std::string& dir_arg, const std::string& only_case) {
   Capture cap;
   cap.dir = dir_arg;
   while (cap.dir.size() > 1 && cap.dir.back() == '/') cap.dir.pop_back();
@@ -235,15 +353,63 @@ Capture read_capture(const std::string& dir_arg, const std::string& only_case) {
   if (!cases.is_array()) top.fail(fmt::format("key 'cases' must be a list, got {}", show(cases)));
   if (cases.size() > limits::kMaxCases)
     top.fail(fmt::format("{} cases {}", cases.size(), limits::named("kMaxCases", limits::kMaxCases)));
+  // 1. Every case's keys, whether selected or not; names unique.
+  std::unordered_set<std::string> names;
   for (std::size_t i = 0; i < cases.size(); ++i) {
-    const json& c = cases[i];
-    if (!only_case.empty() && !(c.is_object() && c.contains("name") && c["name"] == only_case))
-      continue;
-    cap.cases.push_back(read_case(cap.dir, c, Where{top.manifest, fmt::format("#{}", i)}));
+    CaptureCase cs = read_case(cap.dir, cases[i], Where{top.manifest, fmt::format("#{}", i)});
+    if (!names.insert(cs.name).second)
+      top.fail(fmt::format("case name '{}' given twice", limits::quoted(cs.name)));
+    if (only_case.empty() || cs.name == only_case) cap.cases.push_back(std::move(cs));
   }
   if (!only_case.empty() && cap.cases.empty())
     top.fail(fmt::format("no case named '{}'", limits::quoted(only_case)));
   if (cap.cases.empty()) top.fail("no cases");
+  // 2. The selected cases' files: headers only.
+  std::error_code ec;
+  const std::string real_dir = std::filesystem::canonical(cap.dir, ec).string();
+  if (ec) top.fail(fmt::format("cannot resolve the capture folder: {}", ec.message()));
+  for (const CaptureCase& cs : cap.cases)
+    check_case_files(real_dir, cs, Where{top.manifest, cs.name});
+  return cap;
+}
+
+void load_case(const Capture& cap, CaptureCase& cs) {
+  const Where w{cap.dir + "/manifest.json", cs.name};
+  std::error_code ec;
+  const std::string real_dir = std::filesystem::canonical(cap.dir, ec).string();
+  const CaptureCase::Files& f = cs.files;
+  auto read = [&](const std::string& p, const char* descr, std::vector<std::size_t> shape) {
+    if (!ec) inside_folder(real_dir, p, w);
+    try {
+      return read_npy_checked(p, descr, shape);
+    } catch (const std::runtime_error& e) {
+      w.fail(e.what());
+    }
+  };
+  auto finite = [&](std::vector<float> v, const std::string& p) {
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (!std::isfinite(v[i]))
+        w.fail(fmt::format("{}: scale at index {} is {} (scales must be finite)", p, i, v[i]));
+    return v;
+  };
+  const std::size_t M = cs.M, N = cs.N, K = cs.K;
+  cs.a = read(f.a, "|u1", {M, K}).as<std::uint8_t>();
+  cs.b = read(f.b, "|u1", {N, K}).as<std::uint8_t>();
+  cs.d = read(f.d, "<f4", {M, N}).as<float>();
+  if (!f.c.empty()) cs.c = read(f.c, "<f4", {M, N}).as<float>();
+  if (!f.bias.empty()) cs.bias = read(f.bias, "<f4", {N}).as<float>();
+  if (!f.sa.empty()) {
+    const ScaleShapes sh = scale_shapes(cs.spec, cs.M, cs.N, cs.K);
+    cs.sa = finite(read(f.sa, "<f4", {sh.a_rows, sh.a_cols}).as<float>(), f.sa);
+    cs.sb = finite(read(f.sb, "<f4", {sh.b_rows, sh.b_cols}).as<float>(), f.sb);
+  }
+  if (!f.d_prefix.empty())
+    cs.d_prefix = read(f.d_prefix, "<f4", {cs.prefix_k.size(), M, N}).as<float>();
+}
+
+Capture read_capture(const std::string& dir, const std::string& only_case) {
+  Capture cap = read_capture_manifest(dir, only_case);
+  for (CaptureCase& cs : cap.cases) load_case(cap, cs);
   return cap;
 }
 

@@ -46,6 +46,11 @@ struct CaptureCase {
   std::vector<float> d_prefix;          // prefix_k.size() x M x N
   std::string kernel_preset;            // a kernel preset (sim/kernel.hpp) that sets model,
                                         // promotion, scale order, K tile and split alignment
+  // The files the manifest names for a, b, c, sa, sb, bias, d, d_prefix ("" where absent):
+  // DIR joined with a path checked to stay inside DIR (read_capture_manifest).
+  struct Files {
+    std::string a, b, c, sa, sb, bias, d, d_prefix;
+  } files;
 };
 
 struct CaptureProvenance {
@@ -59,13 +64,24 @@ struct Capture {
   std::vector<CaptureCase> cases;
 };
 
-// Reads DIR/manifest.json and every file it names, checking as it goes: the manifest is a
-// regular file of at most kMaxManifestBytes, JSON nested at most kMaxJsonDepth deep, version
-// exactly 1, every key of the right type (strings of at most kMaxStringLength), formats,
-// scaling, scale order and output type known, shapes within kMaxDim / kMaxOutputElements,
-// at most kMaxCases cases and kMaxPrefixes prefixes, each .npy of the right dtype and shape,
-// scales finite. `only_case` non-empty: read just the case of that name. Bad input throws
+// Reads and checks DIR/manifest.json whole, and the header of every .npy file the selected
+// cases name, before any array is read (the arrays stay empty: load_case reads them). In
+// time linear in the manifest's size: a regular file of at most kMaxManifestBytes, JSON
+// nested at most kMaxJsonDepth deep with no key twice in an object, version exactly 1,
+// every key of the right type (strings of at most kMaxStringLength), case names unique,
+// formats, scaling, scale order and output type known, shapes within kMaxDim /
+// kMaxOutputElements, at most kMaxCases cases and kMaxPrefixes prefixes; every file path
+// relative, free of '..', NUL and control characters and (symlinks resolved) inside DIR;
+// each .npy of the right dtype and shape. Every case is checked; `only_case` non-empty
+// selects the case of that name (its files alone are opened). Bad input throws
 // std::runtime_error with one short line naming the file or case and the problem.
+Capture read_capture_manifest(const std::string& dir, const std::string& only_case = "");
+
+// Reads one case's arrays (headers checked again, scales finite): the case's memory, so a
+// replay holds one case's arrays at a time. Throws as read_capture_manifest.
+void load_case(const Capture& cap, CaptureCase& cs);
+
+// read_capture_manifest, then load_case for every selected case.
 Capture read_capture(const std::string& dir, const std::string& only_case = "");
 
 // "<dir>/manifest.json: case '<name>'", the prefix of an error about one case.

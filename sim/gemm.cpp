@@ -22,6 +22,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "block_fold.hpp"
 #include "gemm_device.hpp"
@@ -122,13 +123,22 @@ int padded_k(const GemmSpec& s, int K) {
 }
 
 void validate(const GemmSpec& s, int M, int N, int K_given) {
-  if (M < 1 || N < 1 || K_given < 1)
-    throw std::invalid_argument(
-        fmt::format("GEMM shape M={} N={} K={}: all must be >= 1", M, N, K_given));
+  if (M < 0 || N < 0 || K_given < 1)
+    throw std::invalid_argument(fmt::format(
+        "GEMM shape M={} N={} K={}: K must be >= 1 and M, N >= 0 (M or N = 0: an empty D)", M,
+        N, K_given));
   if (s.k_tile < 0)
     throw std::invalid_argument(fmt::format("k_tile = {} is negative", s.k_tile));
   const int K = padded_k(s, K_given);  // the chain runs on the zero-padded K
   validate(s.model);
+  check_threads(s.threads);
+  // Every integer setting within the CLI's option ranges (the same limits for every front-end).
+  for (const auto& [name, v] : {std::pair<const char*, int>{"promote_every", s.promote_every},
+                                {"block", s.block}, {"mx_block", s.mx_block},
+                                {"split_k", s.split_k}, {"split_k_align", s.split_k_align}})
+    if (v > limits::kMaxDim)
+      throw std::invalid_argument(fmt::format("{} = {} is too large {}", name, v,
+                                              limits::named("kMaxDim", limits::kMaxDim)));
   for (const FormatSpec* f : {&s.a_format, &s.b_format}) {
     validate(*f);
     if (f->exponent_bits > 8 || f->mantissa_bits > 23)
@@ -668,6 +678,10 @@ void run_engine(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
                 std::span<const float> C, std::span<const float> sa, std::span<const float> sb,
                 std::span<float> D, Pairing pairing, std::span<const int> prefix = {},
                 std::span<float> D_prefix = {}, std::span<const float> bias = {}) {
+  if (A_in.rows == 0 || B_in.rows == 0) {  // an empty D, as torch.mm gives: nothing to run
+    validate(s, A_in.rows, B_in.rows, A_in.cols);
+    return;
+  }
   if (const int Kp = padded_k(s, A_in.cols); Kp != A_in.cols && B_in.cols == A_in.cols) {
     // A kernel's masked tail loads: the chain runs on K zero-padded to its tile (the scale
     // columns already cover the padded K: ceil(K / block) of them either way).

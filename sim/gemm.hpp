@@ -74,7 +74,8 @@ ScaleShapes scale_shapes(const GemmSpec& s, int M, int N, int K);
 // scaling with the model's own block and scale format. Other models: s unchanged.
 void use_model_block_scales(GemmSpec& s);
 
-// Checks the spec against the problem size: K a multiple of the group, promote_every a
+// Checks the spec against the problem size: K >= 1 (M or N may be 0: an empty D, as torch
+// gives), threads and every integer setting in range, K a multiple of the group, promote_every a
 // multiple of the group, scale blocks holding whole chunks (or, for a model with block
 // scales, Scaling::mx with the model's scale block and format). Throws
 // std::invalid_argument.

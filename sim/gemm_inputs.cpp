@@ -75,9 +75,12 @@ void check_gemm_problem(std::string_view a_source, std::string_view b_source, st
   if (Kb != K)
     throw std::runtime_error(
         fmt::format("{}: B is {} x {} but A is {} x {}: K differs", b_source, N, Kb, M, K));
-  if (M == 0 || N == 0 || K == 0)
-    throw std::runtime_error(
-        fmt::format("{}: empty operand ({} x {} times {} x {})", a_source, M, K, N, K));
+  // M or N = 0: an empty D, as torch.mm gives. K = 0 has no product to model (torch.mm
+  // gives zeros, torch._scaled_mm an error): refused.
+  if (K == 0)
+    throw std::runtime_error(fmt::format(
+        "{}: K = 0 ({} x {} times {} x {}): an empty sum has no tensor-core chain to model",
+        a_source, M, K, N, K));
   if (M > std::size_t(limits::kMaxDim) || N > std::size_t(limits::kMaxDim) ||
       K > std::size_t(limits::kMaxDim))
     throw std::runtime_error(fmt::format("{}: problem {} x {} x {} is too large {}", a_source, M,
@@ -88,20 +91,31 @@ void check_gemm_problem(std::string_view a_source, std::string_view b_source, st
                     limits::named("kMaxOutputElements", limits::kMaxOutputElements)));
 }
 
+void check_scale_header(std::string_view source, const std::string& descr,
+                        const std::vector<std::size_t>& shape, Scaling scaling, std::size_t rows,
+                        std::size_t cols) {
+  const bool codes = scaling == Scaling::mx && (descr == "|u1" || descr == "<u1");
+  if (!codes && descr != "<f4")
+    throw std::runtime_error(fmt::format("{}: expected dtype <f4{}, got {}", source,
+                                         scaling == Scaling::mx ? " or |u1" : "",
+                                         limits::quoted(descr)));
+  const bool shape_ok = (shape == std::vector<std::size_t>{rows, cols}) ||
+                        (cols == 1 && shape == std::vector<std::size_t>{rows}) ||
+                        (rows * cols == 1 && shape.empty());
+  if (!shape_ok) {
+    std::string dims;
+    for (std::size_t e : shape) dims += (dims.empty() ? "" : " x ") + std::to_string(e);
+    throw std::runtime_error(
+        fmt::format("{}: expected {} x {} scales for {} scaling, got shape ({})", source, rows,
+                    cols, to_string(scaling), dims));
+  }
+}
+
 std::vector<float> scale_values(std::string_view source, const ScaleArray& a, Scaling scaling,
                                 std::size_t rows, std::size_t cols, const FormatSpec& code_format) {
+  check_scale_header(source, a.descr, a.shape, scaling, rows, cols);
   const bool codes = scaling == Scaling::mx && (a.descr == "|u1" || a.descr == "<u1");
-  if (!codes && a.descr != "<f4")
-    throw std::runtime_error(fmt::format("{}: expected dtype <f4{}, got {}", source,
-                                         scaling == Scaling::mx ? " or |u1" : "", a.descr));
-  const bool shape_ok = (a.shape == std::vector<std::size_t>{rows, cols}) ||
-                        (cols == 1 && a.shape == std::vector<std::size_t>{rows}) ||
-                        (rows * cols == 1 && a.shape.empty());
-  std::size_t n = 1;
-  for (std::size_t e : a.shape) n *= e;
-  if (!shape_ok)
-    throw std::runtime_error(fmt::format("{}: expected {} x {} scales for {} scaling, got {} values",
-                                         source, rows, cols, to_string(scaling), n));
+  const std::size_t n = rows * cols;
   std::vector<float> v(n);
   if (codes) {  // every code of the scale format, its NaN code included
     const auto* c = static_cast<const std::uint8_t*>(a.data);

@@ -53,7 +53,8 @@ FormatSpec output_type_by_name(std::string_view name, std::string_view what = "-
 // given, when a scaling needs scales and has none, or when scales come with "none".
 Scaling resolve_scaling(std::string_view name, bool have_a_scales, bool have_b_scales);
 
-// Checks A (M x K) and B (N x Kb) codes: K equal, nothing empty, within the engine's limits
+// Checks A (M x K) and B (N x Kb) codes: K equal and at least 1 (M or N may be 0: D is then
+// empty, as torch.mm gives), within the engine's limits
 // (M * N <= 2^31, K <= 2^30). Throws std::runtime_error("<a_source or b_source>: ...").
 void check_gemm_problem(std::string_view a_source, std::string_view b_source, std::size_t M,
                         std::size_t K, std::size_t N, std::size_t Kb);
@@ -71,6 +72,10 @@ struct ScaleArray {
 // stays NaN: the format has it). Accepts shape (rows, cols), (rows,) when cols is 1 and ()
 // for a single scale. Throws std::runtime_error ("<source>: expected dtype <f4, got <f8",
 // wrong shape, a non-finite float32 scale, a code beyond the format).
+// scale_values' checks of the dtype and shape alone, for a header read before its data.
+void check_scale_header(std::string_view source, const std::string& descr,
+                        const std::vector<std::size_t>& shape, Scaling scaling, std::size_t rows,
+                        std::size_t cols);
 std::vector<float> scale_values(std::string_view source, const ScaleArray& a, Scaling scaling,
                                 std::size_t rows, std::size_t cols,
                                 const FormatSpec& code_format = format_by_name("ue8m0"));

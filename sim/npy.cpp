@@ -104,8 +104,9 @@ std::size_t NpyArray::size() const {
 }
 std::size_t NpyArray::item_size() const { return descr_size(descr); }
 
-NpyArray read_npy(const std::string& path) {
-  InputFile in(path, limits::kMaxFileBytes, "kMaxFileBytes");
+NpyReader::NpyReader(const std::string& path)
+    : path_(path), in_(path, limits::kMaxFileBytes, "kMaxFileBytes") {
+  InputFile& in = in_;
   unsigned char magic[8];
   if (!in.read(magic, 8) || std::string(reinterpret_cast<char*>(magic), 6) != "\x93NUMPY")
     fail(path, "not an npy file (bad magic)");
@@ -129,22 +130,26 @@ NpyArray read_npy(const std::string& path) {
   std::string header(hlen, '\0');
   if (!in.read(header.data(), hlen)) fail(path, "truncated npy header");
 
-  NpyArray a;
+  NpyArray& a = head_;
   HeaderParser p{header, path};
   bool have_descr = false, have_order = false, have_shape = false, fortran = false;
+  auto once = [&](bool& have, const std::string& key) {
+    if (have) fail(path, fmt::format("malformed npy header: key '{}' given twice", key));
+    have = true;
+  };
   p.expect('{');
   while (!p.eat('}')) {
     const std::string key = p.str();
     p.expect(':');
     if (key == "descr") {
+      once(have_descr, key);
       a.descr = p.str();
-      have_descr = true;
     } else if (key == "fortran_order") {
+      once(have_order, key);
       fortran = p.boolean();
-      have_order = true;
     } else if (key == "shape") {
+      once(have_shape, key);
       a.shape = p.shape();
-      have_shape = true;
     } else {
       fail(path, fmt::format("malformed npy header: unknown key '{}'", limits::quoted(key)));
     }
@@ -157,7 +162,7 @@ NpyArray read_npy(const std::string& path) {
     fail(path, "malformed npy header: needs descr, fortran_order and shape");
   if (fortran) fail(path, "Fortran-order arrays are not supported (save with C order)");
   if (a.descr.size() == 3 && a.descr[0] == '>' && a.descr[2] != '1')
-    fail(path, fmt::format("big-endian dtype {} is not supported", a.descr));
+    fail(path, fmt::format("big-endian dtype {} is not supported", limits::quoted(a.descr)));
   if (descr_size(a.descr) == 0)
     fail(path, fmt::format("unsupported dtype '{}'", limits::quoted(a.descr)));
 
@@ -173,19 +178,9 @@ NpyArray read_npy(const std::string& path) {
     fail(path, fmt::format("data section {} than the shape needs ({} bytes for shape ({}), "
                            "the file holds {})",
                            bytes > left ? "shorter" : "longer", bytes, fmt::join(a.shape, ", "), left));
-  try {
-    a.data.resize(bytes);
-  } catch (const std::bad_alloc&) {
-    fail(path, fmt::format("cannot allocate {} bytes for its data", bytes));
-  }
-  if (bytes && !in.read(a.data.data(), bytes))
-    fail(path, "file shrank while being read");
-  return a;
 }
 
-NpyArray read_npy_checked(const std::string& path, const std::string& descr,
-                          const std::vector<std::size_t>& shape) {
-  NpyArray a = read_npy(path);
+void NpyReader::expect(const std::string& descr, const std::vector<std::size_t>& shape) const {
   auto same = [](const std::string& x, const std::string& y) {
     // |u1 and <u1 are the same dtype.
     auto norm = [](std::string d) {
@@ -194,12 +189,37 @@ NpyArray read_npy_checked(const std::string& path, const std::string& descr,
     };
     return norm(x) == norm(y);
   };
-  if (!same(a.descr, descr))
-    fail(path, fmt::format("expected dtype {}, got {}", descr, a.descr));
-  bool ok = a.shape.size() == shape.size();
-  for (std::size_t i = 0; ok && i < shape.size(); ++i) ok = shape[i] == 0 || shape[i] == a.shape[i];
-  if (!ok) fail(path, fmt::format("expected shape {}, got {}", show_shape(shape), show_shape(a.shape)));
+  if (!same(head_.descr, descr))
+    fail(path_, fmt::format("expected dtype {}, got {}", descr, head_.descr));
+  bool ok = head_.shape.size() == shape.size();
+  for (std::size_t i = 0; ok && i < shape.size(); ++i)
+    ok = shape[i] == 0 || shape[i] == head_.shape[i];
+  if (!ok)
+    fail(path_,
+         fmt::format("expected shape {}, got {}", show_shape(shape), show_shape(head_.shape)));
+}
+
+NpyArray NpyReader::read() {
+  NpyArray a;
+  a.descr = head_.descr;
+  a.shape = head_.shape;
+  const std::uint64_t bytes = in_.left();
+  try {
+    a.data.resize(bytes);
+  } catch (const std::bad_alloc&) {
+    fail(path_, fmt::format("cannot allocate {} bytes for its data", bytes));
+  }
+  if (bytes && !in_.read(a.data.data(), bytes)) fail(path_, "file shrank while being read");
   return a;
+}
+
+NpyArray read_npy(const std::string& path) { return NpyReader(path).read(); }
+
+NpyArray read_npy_checked(const std::string& path, const std::string& descr,
+                          const std::vector<std::size_t>& shape) {
+  NpyReader r(path);
+  r.expect(descr, shape);
+  return r.read();
 }
 
 void write_npy(const std::string& path, const std::string& descr,

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "input_file.hpp"
+
 namespace fp8sim {
 
 // dtype spellings as in the header's 'descr': "|u1", "<f4", "<f8", "<u2", "<u4", "<i4", "<i8".
@@ -22,16 +24,36 @@ struct NpyArray {
   template <class T> std::vector<T> as() const;  // copies data out; caller checked descr
 };
 
-// Reads `path`. Throws std::runtime_error("<path>: <problem>") for a missing file, a file
-// that is not a regular file (a FIFO is refused without blocking), bad magic, unsupported
-// version, malformed header, Fortran order, big-endian or unknown dtype, a shape whose size
-// overflows, or a data section whose length does not match the shape. The shape is checked
-// against the file's size before anything is allocated (limits.hpp: kMaxFileBytes,
-// kMaxNpyHeaderBytes, kMaxNpyRank).
+// An opened .npy file whose header is read and checked, none of its data yet: the cheap
+// checks (dtype, rank, shape against another operand, size limits) come before the data is
+// read. Throws std::runtime_error("<path>: <problem>") for a missing file, a file that is
+// not a regular file (a FIFO is refused without blocking), bad magic, unsupported version, a
+// malformed header (a key given twice included), Fortran order, big-endian or unknown dtype,
+// a shape whose size overflows, or a data section whose length does not match the shape:
+// the shape is checked against the file's size before anything is allocated (limits.hpp:
+// kMaxFileBytes, kMaxNpyHeaderBytes, kMaxNpyRank).
+class NpyReader {
+ public:
+  explicit NpyReader(const std::string& path);
+  const std::string& path() const { return path_; }
+  const std::string& descr() const { return head_.descr; }
+  const std::vector<std::size_t>& shape() const { return head_.shape; }
+  // Throws unless the dtype is `descr` and the shape `shape` (a 0 in `shape` matches any
+  // extent): "<path>: expected dtype <f4, got |u1", "<path>: expected shape (3, *), got (4,)".
+  void expect(const std::string& descr, const std::vector<std::size_t>& shape) const;
+  NpyArray read();  // the header and the data (once)
+
+ private:
+  std::string path_;
+  InputFile in_;
+  NpyArray head_;   // descr and shape; no data
+};
+
+// NpyReader(path).read(): the whole file, checked.
 NpyArray read_npy(const std::string& path);
 
-// Reads and checks dtype and rank / exact shape (a 0 in `shape` matches any extent).
-// Throws std::runtime_error("<path>: expected dtype <f4, got |u1") and the like.
+// NpyReader(path), expect(descr, shape), then read(): a mismatch is found before the data
+// is read.
 NpyArray read_npy_checked(const std::string& path, const std::string& descr,
                           const std::vector<std::size_t>& shape);
 

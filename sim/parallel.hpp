@@ -8,18 +8,32 @@
 #include <cstddef>
 #include <exception>
 #include <mutex>
+#include <stdexcept>
 #include <system_error>
 #include <thread>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "limits.hpp"
 
 namespace fp8sim {
 
-// The thread count to use: `requested` if > 0, else every hardware thread; at most
-// limits::kMaxThreads (a larger request is capped there: the front-ends reject it first).
+// Checks a requested thread count: 0 (every hardware thread) up to limits::kMaxThreads.
+// Throws std::invalid_argument "threads = <n> is not in 0..1024 (0 = all) (limits: ...)":
+// the one check behind every front-end's `threads` (CLI --threads, Python threads=).
+inline void check_threads(int requested) {
+  if (requested < 0 || requested > limits::kMaxThreads)
+    throw std::invalid_argument(fmt::format("threads = {} is not in 0..{} (0 = all) {}",
+                                            requested, limits::kMaxThreads,
+                                            limits::named("kMaxThreads", limits::kMaxThreads)));
+}
+
+// The thread count to use: `requested` if > 0, else every hardware thread (at most
+// limits::kMaxThreads). Throws as check_threads for a count out of range.
 inline int resolve_threads(int requested) {
-  if (requested > 0) return std::min(requested, limits::kMaxThreads);
+  check_threads(requested);
+  if (requested > 0) return requested;
   const unsigned hw = std::thread::hardware_concurrency();
   return hw == 0 ? 1 : static_cast<int>(std::min<unsigned>(hw, limits::kMaxThreads));
 }

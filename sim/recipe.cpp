@@ -2,11 +2,14 @@
 #include "recipe.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <set>
 #include <stdexcept>
 
 #include "kernel.hpp"
+#include "gemm_inputs.hpp"
+#include "limits.hpp"
 
 namespace fp8sim {
 
@@ -112,6 +115,18 @@ std::vector<Recipe> recipe_list(const RecipeRequest& g) {
   }
   const bool grid = !g.formats.empty() || !g.scalings.empty() || !g.encodings.empty() ||
                     !g.models.empty() || !g.promote_every.empty();
+  // Checked whether used or not (an unknown value is an error, not ignored).
+  const FormatSpec out_type = output_type_by_name(g.out_type.value_or("f32"), "out_type");
+  if (g.out_type && !grid)
+    throw std::invalid_argument(fmt::format(
+        "out_type {} applies to the grid only (named recipes carry their own output type): "
+        "give a grid axis or leave it out", *g.out_type));
+  for (const std::string& enc : g.encodings) scaling_by_name("tensor:" + enc);
+  for (int p : g.promote_every)
+    if (p < 0 || p > limits::kMaxDim)
+      throw std::invalid_argument(fmt::format("promote_every = {} is not in 0..{} {}", p,
+                                              limits::kMaxDim,
+                                              limits::named("kMaxDim", limits::kMaxDim)));
   if (grid) {
     const auto or_default = [](const auto& v, auto d) { return v.empty() ? decltype(v){d} : v; };
     const auto formats = or_default(g.formats, std::string("e4m3"));
@@ -119,7 +134,7 @@ std::vector<Recipe> recipe_list(const RecipeRequest& g) {
     const auto encodings = or_default(g.encodings, std::string("fp32"));
     const auto models = or_default(g.models, std::string("hopper-wgmma"));
     const auto promotes = or_default(g.promote_every, 128);
-    const FormatSpec out_type = format_by_name(g.out_type);
+    bool encodings_used = false;
     for (const std::string& f : formats)
       for (const std::string& sc : scalings)
         for (const std::string& enc : encodings) {
@@ -128,10 +143,15 @@ std::vector<Recipe> recipe_list(const RecipeRequest& g) {
           const bool fixed = gr == ScaleGranularity::none || gr == ScaleGranularity::mx ||
                              sc.find(':') != std::string::npos;
           const ScalingSpec scaling = scaling_by_name(fixed ? sc : sc + ":" + enc);
+          encodings_used = encodings_used || !fixed;
           for (const std::string& m : models)
             for (int p : promotes)
               add(grid_recipe(format_by_name(f), scaling, accumulator_by_name(m), p, out_type));
         }
+    if (!g.encodings.empty() && !encodings_used)
+      throw std::invalid_argument(fmt::format(
+          "encodings apply to none of the scalings given ({} name their own scale encoding)",
+          fmt::join(scalings, ", ")));
   }
   if (out.empty())
     for (const NamedRecipe& n : named_recipes())

@@ -3,6 +3,7 @@
 // that every front-end (the CLI's `fp8sim analyze`, the Python package) reads.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,12 +67,15 @@ Recipe grid_recipe(const FormatSpec& format, const ScalingSpec& scaling,
 // The recipes a front-end asks for (`fp8sim analyze`, fp8sim.analyze): named ones ("all":
 // every one), then the grid's cross product of the axes given (axes left out take
 // the defaults e4m3, tensor, fp32, hopper-wgmma, 128), each recipe once; every
-// named recipe when nothing is asked. Throws std::invalid_argument naming a bad value.
+// named recipe when nothing is asked. Every value given is checked, whether it is used or
+// not, and a value that applies to no recipe is refused: out_type without a grid (named
+// recipes carry their own), encodings when no scaling of the grid takes one (none, mx,
+// nvfp4 and a scaling spelt with ':' name theirs). Throws std::invalid_argument naming it.
 struct RecipeRequest {
   std::vector<std::string> names;
   std::vector<std::string> formats, scalings, encodings, models;
   std::vector<int> promote_every;
-  std::string out_type = "f32";
+  std::optional<std::string> out_type;  // none: f32 (given, even "", it is checked)
 };
 std::vector<Recipe> recipe_list(const RecipeRequest& q);
 

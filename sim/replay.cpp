@@ -10,6 +10,9 @@
 #include "capture.hpp"
 #include "gemm.hpp"
 #include "kernel.hpp"
+#include "limits.hpp"
+#include "parallel.hpp"
+#include "std_streams.hpp"
 #include "revision.hpp"
 
 namespace fp8sim {
@@ -18,7 +21,7 @@ namespace {
 using nlohmann::json;
 
 [[noreturn]] void fail(const Capture& cap, const CaptureCase& cs, const std::string& problem) {
-  throw std::runtime_error(fmt::format("{}: {}", case_where(cap, cs), problem));
+  throw std::runtime_error(printable(fmt::format("{}: {}", case_where(cap, cs), problem)));
 }
 
 // The case's spec with its model (or opts.model / opts.promote_every), checked against its
@@ -118,7 +121,15 @@ bool ReplayReport::all_match() const {
 }
 
 ReplayReport replay(const std::string& dir, const ReplayOptions& opts) {
-  const Capture cap = read_capture(dir, opts.case_name);
+  // 1. The options, the whole manifest and every selected case's model and shapes, before
+  // any array is read.
+  check_threads(opts.threads);
+  if (opts.promote_every < -1 || opts.promote_every > limits::kMaxDim)
+    throw std::invalid_argument(fmt::format(
+        "promote_every = {} is not in 0..{} (or -1: each case's own) {}", opts.promote_every,
+        limits::kMaxDim, limits::named("kMaxDim", limits::kMaxDim)));
+  Capture cap = read_capture_manifest(dir, opts.case_name);
+  for (const CaptureCase& cs : cap.cases) case_spec(cap, cs, opts);
   ReplayReport r;
   r.dir = cap.dir;
   r.device = cap.provenance.device;
@@ -127,12 +138,19 @@ ReplayReport replay(const std::string& dir, const ReplayOptions& opts) {
   r.date = cap.provenance.date;
   r.git_revision = cap.provenance.git_revision;
   r.generator = cap.provenance.generator;
-  for (const CaptureCase& cs : cap.cases) r.cases.push_back(run_case(cap, cs, opts));
+  // 2. One case at a time: its arrays read, replayed and released.
+  for (CaptureCase& cs : cap.cases) {
+    load_case(cap, cs);
+    r.cases.push_back(run_case(cap, cs, opts));
+    cs = CaptureCase{};
+  }
   return r;
 }
 
 std::string format_case(const ReplayCase& c) {
-  std::string s = fmt::format("{}: {}/{} match", c.name, c.matches, c.total);
+  // The name as printable text: it comes from the manifest (no escape sequence reaches a
+  // terminal).
+  std::string s = fmt::format("{}: {}/{} match", printable(c.name), c.matches, c.total);
   if (c.first)
     s += fmt::format("; first mismatch ({},{}) got {} want {}", c.first->m, c.first->n,
                      hex_bits(c.first->got), hex_bits(c.first->want));

@@ -19,6 +19,9 @@ ScalingSpec scaling_by_name(std::string_view text) {
   const auto colon = text.find(':');
   const std::string_view gran = text.substr(0, colon);
   const std::string_view enc = colon == std::string_view::npos ? "" : text.substr(colon + 1);
+  if (colon != std::string_view::npos && enc.empty())
+    throw std::invalid_argument(fmt::format("scaling '{}': nothing after ':' (an encoding: fp32, "
+                                            "pow2, e8m0, ue4m3)", text));
   const auto number_after = [&](std::string_view prefix) {
     const std::string_view digits = gran.substr(prefix.size());
     int v = 0;
@@ -168,6 +171,22 @@ std::vector<float> gemm_scales(const ScalingSpec& s, OperandRole role, const Qua
     out.insert(out.end(), q.scales.begin() + r * q.scale_cols,
                q.scales.begin() + (r + 1) * q.scale_cols);
   return out;
+}
+
+ScaleShape gemm_scale_shape(const ScalingSpec& s, OperandRole role, int T, int K, int tensor_rows) {
+  if (T < 0 || K < 0 || tensor_rows < 0)
+    throw std::invalid_argument(fmt::format("scale shape of {} x {} with tensor_rows {}: negative",
+                                            T, K, tensor_rows));
+  const std::size_t t = static_cast<std::size_t>(T);
+  const int rows_per = tensor_rows == 0 || tensor_rows >= T ? std::max(T, 1) : tensor_rows;
+  const ScaleGroups g = scale_groups(s, role, T, K, rows_per);
+  const std::size_t cols = static_cast<std::size_t>(g.cols);
+  if (cols == 0) return {0, 0};
+  if (s.granularity == ScaleGranularity::tensor && rows_per >= T)
+    return {std::min<std::size_t>(t, 1), 1};
+  if (s.granularity == ScaleGranularity::block && role == OperandRole::b)
+    return {g.row_groups, cols};
+  return {t, cols};
 }
 
 ScaleGroups scale_groups(const ScalingSpec& s, OperandRole role, int T, int K, int tensor_rows) {

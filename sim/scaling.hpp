@@ -122,6 +122,15 @@ QuantisedOperand scales_from_amax(const ScalingSpec& s, const FormatSpec& f, int
 // rows); every other operand's scales as they are, one row per row.
 std::vector<float> gemm_scales(const ScalingSpec& s, OperandRole role, const QuantisedOperand& q);
 
+// The shape of gemm_scales(s, role, q) for a T x K operand with tensor_rows rows per tensor
+// scale (0: all T rows): rows x cols, 0 x 0 for none; a scale for the whole tensor is one
+// scale (1 x 1, 0 x 1 when T = 0). The one rule every front-end and torch's fake kernel of
+// fp8sim::quantize take the scale shape from. Throws as scale_groups.
+struct ScaleShape {
+  std::size_t rows = 0, cols = 0;
+};
+ScaleShape gemm_scale_shape(const ScalingSpec& s, OperandRole role, int T, int K, int tensor_rows);
+
 // The dequantised value s * q of element (t, k), as the exact reference uses it.
 inline double dequantised(const QuantisedOperand& q, int K, std::size_t t, int k, int nc) {
   const double v = q.operand.value[t * K + k];

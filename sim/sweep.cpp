@@ -28,6 +28,7 @@ void validate(const SweepSpec& s) {
   nonempty(s.scalings.size(), "scaling");
   nonempty(s.promote_every.size(), "promote_every");
   nonempty(s.models.size(), "model");
+  check_threads(s.threads);
   for (int k : s.k)
     if (k < 1) throw std::invalid_argument(fmt::format("sweep K = {} must be >= 1", k));
   for (double r : s.rho)

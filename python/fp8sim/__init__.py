@@ -52,17 +52,37 @@ def as_array(x: ArrayLike, dtype: Optional[type] = None) -> np.ndarray:
             t = t.float()  # NumPy has no bfloat16; every bf16 value is a float32 value
         x = t.numpy()
     a = np.asarray(x) if dtype is None else np.asarray(x, dtype=dtype)
-    return np.ascontiguousarray(a)
+    # np.ascontiguousarray would make a 0-d array 1-d: a 0-d input keeps its shape ().
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+
+def _real_dtype(a: np.ndarray, what: str) -> None:
+    """Refuses what is not a real number: complex (the imaginary part would be dropped),
+    object (None, arbitrary Python objects), strings, booleans, dates."""
+    if a.dtype.kind in "fiu" or (a.dtype.kind == "V" and a.dtype.type.__module__ == "ml_dtypes"):
+        return
+    raise ValueError(f"{what}: dtype {a.dtype} is not a real number type (float or integer "
+                     "values only)")
 
 
 def _floats(x: ArrayLike) -> np.ndarray:
     a = as_array(x)
-    return a if a.dtype in (np.float32, np.float64) else a.astype(np.float64)
+    _real_dtype(a, "x")
+    if a.dtype in (np.float32, np.float64):
+        return a
+    f = a.astype(np.float64)
+    if a.dtype.kind in "iu" and a.size and not np.array_equal(f.astype(a.dtype), a):
+        raise ValueError(f"x: {a.dtype} values beyond 2^53 are not all float64 values (they "
+                         "would be rounded twice); pass floats")
+    return f
 
 
 def _codes(x: ArrayLike, dtype: type = np.uint32) -> np.ndarray:
     """Codes as given; Python ints (int64 arrays) become `dtype` when they all fit it."""
     a = as_array(x)
+    if a.dtype.kind not in "iufcb":  # floats, complex, bool: the core's own dtype error
+        raise ValueError(f"codes: dtype {a.dtype} is not an integer type (codes are unsigned "
+                         "integers)")
     if a.dtype.kind == "i" and (a.size == 0 or (a.min() >= 0 and a.max() <= np.iinfo(dtype).max)):
         a = a.astype(dtype)
     return a
@@ -187,13 +207,20 @@ def quantize(x: ArrayLike, fmt: str = "e4m3", granularity: str = "tensor",
     """
     if rounding != "rne":
         raise ValueError(f"quantize: rounding '{rounding}': the sweep engine quantises with rne")
-    text = granularity.replace(":", "")
-    if scale_encoding is not None and scale_encoding != "fp32":
-        text += ":" + scale_encoding
+    text = _scaling_text(granularity, scale_encoding)
     if _on_cuda(x):
         return _quantize_cuda(x, fmt, text, role, tensor_rows)
     a = as_array(x, np.float64)
     return Quantized(*_core.quantize(a, fmt, text, role, tensor_rows, threads))
+
+
+def _scaling_text(granularity: str, scale_encoding: Optional[str]) -> str:
+    """quantize()'s granularity and encoding as the library's scaling name (tile:128 ->
+    tile128, + ":pow2")."""
+    text = granularity.replace(":", "")
+    if scale_encoding is not None and scale_encoding != "fp32":
+        text += ":" + scale_encoding
+    return text
 
 
 def _quantize_cuda(x, fmt: str, scaling: str, role: str, tensor_rows: int) -> Quantized:
@@ -454,7 +481,7 @@ def _analysis_input(x: ArrayLike, name: str) -> tuple[np.ndarray, str]:
 def analyze(a: ArrayLike, b: ArrayLike, recipes: Sequence[str] = (),
             formats: Sequence[str] = (), scalings: Sequence[str] = (),
             encodings: Sequence[str] = (), models: Sequence[str] = (),
-            promote_every: Sequence[int] = (), out_type: str = "f32", stages: bool = True,
+            promote_every: Sequence[int] = (), out_type: Optional[str] = None, stages: bool = True,
             pairs: int = 4096, seed: int = 1, threads: int = 0, device: str = "cpu",
             skip_invalid: bool = False, out: Optional[str] = None):
     """FP8 error analysis of your own tensors, as ``fp8sim analyze``: A (M x K) and B (N x K)
@@ -465,7 +492,9 @@ def analyze(a: ArrayLike, b: ArrayLike, recipes: Sequence[str] = (),
     row/column quantiles, each stage's share of the error, the pairs' correlation);
     ``df.attrs`` holds ``rows`` and ``pairs`` (the other two CSVs as DataFrames) and
     ``skipped``. ``out``: a folder to write the three CSVs into, byte for byte the CLI's
-    (the CLI adds the JSON manifest; ``experiments/plot_analyze.py`` draws the figure).
+    (the CLI adds the JSON manifest; ``experiments/plot_analyze.py`` draws the figure),
+    written as the CLI writes them: all three or none (a full disk leaves no temporary).
+    ``out_type`` (f32|bf16|f16, default f32) applies to the grid only.
 
     >>> r = np.random.default_rng(0)
     >>> df = analyze(r.normal(size=(64, 256)).astype(np.float32),
@@ -474,20 +503,13 @@ def analyze(a: ArrayLike, b: ArrayLike, recipes: Sequence[str] = (),
     [['fast-accum', 256]]
     """
     import io
-    import os
     import pandas as pd
     A, a_dtype = _analysis_input(a, "a")
     B, b_dtype = _analysis_input(b, "b")
     texts = _core.analyze_csv(A, B, a_dtype, b_dtype, list(recipes), list(formats),
                               list(scalings), list(encodings), list(models), list(promote_every),
-                              out_type, stages, pairs, seed, threads, device, skip_invalid)
-    if out is not None:
-        os.makedirs(out, exist_ok=True)
-        for name, text in zip(("analyze.csv", "analyze_rows.csv", "analyze_pairs.csv"), texts):
-            tmp = os.path.join(out, f".{name}.tmp")
-            with open(tmp, "w") as f:
-                f.write(text)
-            os.replace(tmp, os.path.join(out, name))
+                              out_type, stages, pairs, seed, threads, device, skip_invalid,
+                              "" if out is None else str(out))
     read = lambda t: pd.read_csv(io.StringIO(t), keep_default_na=False, na_values=["nan"])  # noqa: E731
     df = read(texts[0])
     df.attrs.update(rows=read(texts[1]), pairs=read(texts[2]), skipped=list(texts[3]))

@@ -81,20 +81,6 @@ def _(a, b, c=None, a_scales=None, b_scales=None, a_format="e4m3", b_format="e4m
     return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.float32)
 
 
-def _scale_shape(T: int, K: int, granularity: str, role: str) -> tuple[int, int]:
-    kind = granularity.split(":")[0]
-    nc = 32 if kind == "mx" else int(granularity.split(":")[1]) if ":" in granularity else 128
-    if kind == "none":
-        return (0, 0)
-    if kind == "tensor":
-        return (1, 1)
-    if kind == "row":
-        return (T, 1)
-    if kind == "block" and role == "b":
-        return ((T + nc - 1) // nc, K // nc)
-    return (T, K // nc)
-
-
 @torch.library.custom_op("fp8sim::quantize", mutates_args=())
 def quantize(x: torch.Tensor, fmt: str = "e4m3", granularity: str = "tensor",
              scale_encoding: str = "", role: str = "a") -> tuple[torch.Tensor, torch.Tensor]:
@@ -117,9 +103,13 @@ def quantize(x: torch.Tensor, fmt: str = "e4m3", granularity: str = "tensor",
 @quantize.register_fake
 def _(x, fmt="e4m3", granularity="tensor", scale_encoding="", role="a"):
     torch._check(x.dim() == 2)
+    # The scale shape from the library's one rule (sim/scaling.hpp gemm_scale_shape), as the
+    # real op gets it; T and K become concrete here (a symbolic shape is specialised).
+    rows, cols = _fp8sim._core.quantize_scale_shape(
+        int(x.shape[0]), int(x.shape[1]),
+        _fp8sim._scaling_text(granularity, scale_encoding or None), role)
     return (x.new_empty(x.shape, dtype=torch.uint8),
-            x.new_empty(_scale_shape(x.shape[0], x.shape[1], granularity, role),
-                        dtype=torch.float32))
+            x.new_empty((rows, cols), dtype=torch.float32))
 
 
 @torch.library.custom_op("fp8sim::encode", mutates_args=())
@@ -326,6 +316,9 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
         raise ValueError(f"scaled_mm: scales {tuple(scale_a.shape)} and {tuple(scale_b.shape)} are "
                          "not tensor-wise, row-wise or 1x128/128x128 blocks")
     out_dtype = out_dtype or a.dtype
+    if out_dtype not in _SCALED_MM_OUT_DTYPES:
+        raise ValueError(f"scaled_mm: out_dtype {out_dtype} is not one torch._scaled_mm "
+                         "produces (float32, bfloat16, float16 or an FP8 dtype)")
     fp8_out = out_dtype in _DTYPE_OF_FORMAT.values()
     out_type = {torch.bfloat16: "bf16", torch.float16: "f16"}.get(out_dtype, "f32")
     if split_k is None:
@@ -347,6 +340,11 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
         return torch.ops.fp8sim.encode(d, FORMAT_OF_DTYPE[out_dtype]).view(out_dtype)
     return d.to(out_dtype)
 
+
+# The output dtypes torch._scaled_mm produces; any other (an integer, float64, complex)
+# is refused rather than cast to.
+_SCALED_MM_OUT_DTYPES = frozenset({torch.float32, torch.bfloat16, torch.float16,
+                                   *FORMAT_OF_DTYPE})
 
 _SCALED_MM_V2 = getattr(torch.ops.aten, "_scaled_mm_v2", None)
 
@@ -468,7 +466,10 @@ def recipe(r: "str | Recipe") -> Recipe:
 
 
 def _recipe_mm(g: GemmRecipe, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """A (M x K) times B^T (B: N x K) under recipe g, float32 M x N."""
+    """A (M x K) times B^T (B: N x K) under recipe g, float32 M x N. An empty product (a
+    batch of 0 rows, or K = 0 in Wgrad of an empty batch) is zeros, as torch.mm gives."""
+    if a.shape[0] == 0 or b.shape[0] == 0 or a.shape[1] == 0:
+        return a.new_zeros((a.shape[0], b.shape[0]), dtype=torch.float32)
     ca, sa = torch.ops.fp8sim.quantize(a, g.a_format, g.a_granularity, g.scale_encoding, "a")
     cb, sb = torch.ops.fp8sim.quantize(b, g.b_format, g.b_granularity, g.scale_encoding, "b")
     kind = g.a_granularity.split(":")[0]

@@ -1,10 +1,13 @@
 // bind_analyze: analyze() (sim/analyze.hpp) on caller arrays, its three CSV tables as text.
 #include <fmt/format.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <cmath>
+#include <cstdint>
+#include <filesystem>
 #include <sstream>
 #include <stdexcept>
 
@@ -12,6 +15,7 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "device.hpp"
+#include "output_file.hpp"
 #include "recipe.hpp"
 
 namespace fp8sim::py {
@@ -36,7 +40,7 @@ InputMatrix input(const AnyArray& a, const char* name, const std::string& dtype)
 std::tuple<std::string, std::string, std::string, std::vector<std::string>> run_analyze(
     const AnyArray& a, const AnyArray& b, const std::string& a_dtype, const std::string& b_dtype,
     const RecipeRequest& q, bool stages, std::size_t pairs, std::uint64_t seed, int threads,
-    const std::string& device, bool skip_invalid) {
+    const std::string& device, bool skip_invalid, const std::string& out) {
   AnalyzeSpec s;
   s.recipes = recipe_list(q);
   s.stages = stages;
@@ -58,6 +62,14 @@ std::tuple<std::string, std::string, std::string, std::vector<std::string>> run_
   write_analyze_csv(main, r);
   write_analyze_rows_csv(rows, r);
   write_analyze_pairs_csv(pair, r);
+  if (!out.empty()) {  // as the CLI writes them: all three or none (output_file.hpp)
+    std::filesystem::create_directories(out);
+    const auto path = [&](const char* name) {
+      return (std::filesystem::path(out) / name).string();
+    };
+    write_files({{path("analyze.csv"), main.str()}, {path("analyze_rows.csv"), rows.str()},
+                 {path("analyze_pairs.csv"), pair.str()}});
+  }
   return {main.str(), rows.str(), pair.str(), r.skipped};
 }
 
@@ -70,17 +82,20 @@ void bind_analyze(nb::module_& m) {
          const std::string& b_dtype, const std::vector<std::string>& recipes,
          const std::vector<std::string>& formats, const std::vector<std::string>& scalings,
          const std::vector<std::string>& encodings, const std::vector<std::string>& models,
-         const std::vector<int>& promote_every, const std::string& out_type, bool stages,
-         std::size_t pairs, std::uint64_t seed, int threads, const std::string& device,
-         bool skip_invalid) {
+         const std::vector<int>& promote_every, const std::optional<std::string>& out_type,
+         bool stages,
+         std::int64_t pairs, std::uint64_t seed, int threads, const std::string& device,
+         bool skip_invalid, const std::string& out) {
+        if (pairs < 0) throw std::invalid_argument(fmt::format("pairs = {} is negative", pairs));
         return run_analyze(a, b, a_dtype, b_dtype,
                            {recipes, formats, scalings, encodings, models, promote_every, out_type},
-                           stages, pairs, seed, threads, device, skip_invalid);
+                           stages, std::size_t(pairs), seed, threads, device, skip_invalid, out);
       },
       nb::arg("a"), nb::arg("b"), nb::arg("a_dtype"), nb::arg("b_dtype"), nb::arg("recipes"),
       nb::arg("formats"), nb::arg("scalings"), nb::arg("encodings"), nb::arg("models"),
-      nb::arg("promote_every"), nb::arg("out_type"), nb::arg("stages"), nb::arg("pairs"),
+      nb::arg("promote_every"), nb::arg("out_type").none(), nb::arg("stages"), nb::arg("pairs"),
       nb::arg("seed"), nb::arg("threads"), nb::arg("device"), nb::arg("skip_invalid"),
+      nb::arg("out") = "",
       "analyze(): (recipes CSV, rows CSV, pairs CSV, skipped) as `fp8sim analyze` writes them.");
   m.def("recipe_names", [] {
     std::vector<std::string> names;

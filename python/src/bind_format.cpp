@@ -1,5 +1,6 @@
 // bind_format: formats, encode / decode / table / neighbours / ulp and quantize for Python.
 #include <fmt/format.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -10,6 +11,7 @@
 
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "parallel.hpp"
 #include "convert_batch.hpp"
 #include "format.hpp"
 #include "rng.hpp"
@@ -80,6 +82,7 @@ nb::object encode_array(const AnyArray& x, const std::string& format, const std:
   const FormatSpec f = format_by_name(format);
   const RoundingSpec r{parse_rounding(rounding), parse_overflow(overflow), sr_bits};
   validate(r);
+  check_threads(threads);
   const View v = view(x, "x");
   if (v.descr != "<f4" && v.descr != "<f8")
     throw std::runtime_error(fmt::format("x: expected dtype <f4 or <f8, got {}", v.descr));
@@ -149,16 +152,15 @@ OperandRole role_by_name(const std::string& role) {
 // A quantised operand's scales in the shape gemm() takes for the engine's scaling (B's
 // 128 x 128 blocks one row per block; a scale for the whole tensor is one scale, "tensor"):
 // (scales, gemm scaling, block, saturated, tensor scales or None).
-nb::tuple scales_tuple(const ScalingSpec& s, OperandRole r, QuantisedOperand&& q, int T,
+nb::tuple scales_tuple(const ScalingSpec& s, OperandRole r, QuantisedOperand&& q, int T, int K,
                        int tensor_rows) {
   std::string name(to_string(engine_scaling(s)));
+  const ScaleShape sh = gemm_scale_shape(s, r, T, K, tensor_rows);
   std::vector<float> scales = gemm_scales(s, r, q);
-  const std::size_t cols = q.scale_cols;
-  if (s.granularity == ScaleGranularity::tensor && (tensor_rows <= 0 || tensor_rows >= T)) {
-    scales.resize(std::min(scales.size(), cols));
+  scales.resize(sh.rows * sh.cols);  // a whole-tensor scale: its first copy (each row holds it)
+  if (s.granularity == ScaleGranularity::tensor && (tensor_rows <= 0 || tensor_rows >= T))
     name = "tensor";
-  }
-  const std::size_t rows = cols ? scales.size() / cols : 0;
+  const std::size_t rows = sh.rows, cols = sh.cols;
   nb::object tensor_scales = nb::none();
   if (!q.tensor_scales.empty()) {
     const std::size_t n = q.tensor_scales.size();
@@ -174,6 +176,10 @@ nb::tuple quantize(const AnyArray& x, const std::string& format, const std::stri
   const FormatSpec f = format_by_name(format);
   const ScalingSpec s = scaling_by_name(scaling);
   const OperandRole r = role_by_name(role);
+  check_threads(threads);
+  if (tensor_rows < 0)
+    throw std::invalid_argument(
+        fmt::format("tensor_rows = {} is negative (0: all rows)", tensor_rows));
   const View v = view(x, "x", "<f8", 2);
   const int T = int(v.shape[0]), K = int(v.shape[1]);
   const auto* p = static_cast<const double*>(v.data);
@@ -183,13 +189,14 @@ nb::tuple quantize(const AnyArray& x, const std::string& format, const std::stri
   QuantisedOperand q;
   {
     nb::gil_scoped_release release;
-    q = quantise_operand(s, r, f, T, K, {p, v.size()}, tensor_rows <= 0 ? T : tensor_rows,
+    q = quantise_operand(s, r, f, T, K, {p, v.size()},
+                         tensor_rows <= 0 ? std::max(T, 1) : tensor_rows,
                          threads);
   }
   std::vector<std::uint32_t> codes(v.size());
   for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = encode(q.operand.value[i], f);
   nb::object c = codes_to_numpy(std::move(codes), total_bits(f), v.shape);
-  const nb::tuple rest = scales_tuple(s, r, std::move(q), T, tensor_rows);
+  const nb::tuple rest = scales_tuple(s, r, std::move(q), T, K, tensor_rows);
   return nb::make_tuple(c, rest[0], rest[1], rest[2], rest[3], rest[4]);
 }
 
@@ -201,6 +208,9 @@ nb::tuple quantize_cuda(const CudaArray& x, nb::ndarray<std::uint8_t, nb::device
   const FormatSpec f = format_by_name(format);
   const ScalingSpec s = scaling_by_name(scaling);
   const OperandRole r = role_by_name(role);
+  if (tensor_rows < 0)
+    throw std::invalid_argument(
+        fmt::format("tensor_rows = {} is negative (0: all rows)", tensor_rows));
   const View v = view(x, "x", "", 2);
   if (v.descr != "<f4" && v.descr != "<f8")
     throw std::invalid_argument(fmt::format("x: expected dtype <f4 or <f8, got {}", v.descr));
@@ -216,10 +226,10 @@ nb::tuple quantize_cuda(const CudaArray& x, nb::ndarray<std::uint8_t, nb::device
   {
     nb::gil_scoped_release release;
     q = quantise_resident(s, r, f, int(T), int(K), v.data, v.descr == "<f8",
-                          tensor_rows <= 0 ? int(T) : tensor_rows, codes.data(),
+                          tensor_rows <= 0 ? std::max(int(T), 1) : tensor_rows, codes.data(),
                           reinterpret_cast<void*>(stream), x.device_id());
   }
-  return scales_tuple(s, r, std::move(q), int(T), tensor_rows);
+  return scales_tuple(s, r, std::move(q), int(T), int(K), tensor_rows);
 }
 
 }  // namespace
@@ -245,6 +255,16 @@ void bind_format(nb::module_& m) {
   m.def("quantize", &quantize, nb::arg("x"), nb::arg("fmt"), nb::arg("scaling"),
         nb::arg("role") = "a", nb::arg("tensor_rows") = 0, nb::arg("threads") = 0,
         "quantise_operand: (codes, scales, gemm scaling, block, saturated, tensor scales).");
+  m.def(
+      "quantize_scale_shape",
+      [](int T, int K, const std::string& scaling, const std::string& role, int tensor_rows) {
+        const ScaleShape sh = gemm_scale_shape(scaling_by_name(scaling), role_by_name(role), T, K,
+                                               tensor_rows);
+        return std::make_pair(sh.rows, sh.cols);
+      },
+      nb::arg("T"), nb::arg("K"), nb::arg("scaling"), nb::arg("role") = "a",
+      nb::arg("tensor_rows") = 0,
+      "The shape of quantize()'s scales for a T x K input (sim/scaling.hpp gemm_scale_shape).");
   m.def("quantize_cuda", &quantize_cuda, nb::arg("x"), nb::arg("codes"), nb::arg("fmt"),
         nb::arg("scaling"), nb::arg("role"), nb::arg("tensor_rows"), nb::arg("stream"),
         "quantise_resident: codes written in place on x's CUDA device; returns (scales, gemm "

@@ -30,7 +30,8 @@ struct AnalyzeArgs {
   std::vector<std::string> recipes;
   std::vector<std::string> formats, scalings, encodings, models;
   std::vector<int> promote_every;
-  std::string out_type = "f32";
+  std::string out_type;  // the grid's output type (f32 unless given; named recipes carry their own)
+  bool out_type_given = false;
   std::size_t pairs = 4096;
   std::uint64_t seed = 1;
   bool no_stages = false;
@@ -106,7 +107,8 @@ std::string command_line(const CLI::App& cmd) {
 void run_analyze(const AnalyzeArgs& g, const std::string& command) {
   AnalyzeSpec s;
   s.recipes = recipe_list({g.recipes, g.formats, g.scalings, g.encodings, model_names(g.models),
-                            g.promote_every, g.out_type});
+                            g.promote_every,
+                            g.out_type_given ? std::optional(g.out_type) : std::nullopt});
   s.skip_invalid = g.skip_invalid;
   s.stages = !g.no_stages;
   s.pairs = g.pairs;
@@ -114,11 +116,7 @@ void run_analyze(const AnalyzeArgs& g, const std::string& command) {
   s.threads = g.threads;
   s.device = parse_device(g.device);
   const InputDtype dtype = parse_input_dtype(g.dtype);
-  const InputMatrix A = read_input_npy(g.a, dtype);
-  const InputMatrix B = read_input_npy(g.b, dtype);
-  if (A.cols != B.cols)
-    throw std::runtime_error(fmt::format("{}: B is {} x {} but A is {} x {}: K differs (B is N x K)",
-                                         g.b, B.rows, B.cols, A.rows, A.cols));
+  const auto [A, B] = read_input_pair(g.a, g.b, dtype);
   fs::create_directories(g.out);  // fail before the run, not after it
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -162,11 +160,8 @@ void run_analyze(const AnalyzeArgs& g, const std::string& command) {
   write_analyze_csv(text[0], r);
   write_analyze_rows_csv(text[1], r);
   write_analyze_pairs_csv(text[2], r);
-  OutputFile out[] = {OutputFile(files[0]), OutputFile(files[1]), OutputFile(files[2]),
-                      OutputFile(files[3])};
-  for (int i = 0; i < 3; ++i) out[i].write(text[i].str());
-  out[3].write(j.dump(2) + "\n");
-  for (OutputFile& f : out) f.commit();
+  write_files({{files[0], text[0].str()}, {files[1], text[1].str()}, {files[2], text[2].str()},
+               {files[3], j.dump(2) + "\n"}});
 
   fmt::print("A {} x {} ({}), B {} x {} ({}): {} recipes in {:.1f} s (exact reference {:.1f} s)\n",
              r.M, r.K, A.dtype, r.N, r.K, B.dtype, r.recipes.size(), runtime, r.reference_seconds);
@@ -214,9 +209,10 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_option("--models", g->models,
                   "Grid: accumulator models, comma list (default hopper-wgmma); repeat the flag "
                   "for custom:... models");
-  cmd->add_option("--promote-every", g->promote_every, "Grid: promotion intervals, 0 = never (default 128)")
-      ->delimiter(',');
-  cmd->add_option("--out-type", g->out_type, "Grid: output type f32|bf16|f16")->capture_default_str();
+  add_integer_list_option(cmd, "--promote-every", g->promote_every,
+                          "Grid: promotion intervals, 0 = never (default 128)", 0,
+                          limits::kMaxDim);
+  cmd->add_option("--out-type", g->out_type, "Grid: output type f32|bf16|f16 (default f32)");
   add_integer_option(cmd, "--pairs", g->pairs, "Row pairs sampled for the correlation (0: none)",
                      0, limits::kMaxOutputElements);
   add_integer_option(cmd, "--seed", g->seed, "Seed of the sampled pairs", 0, ~std::uint64_t{0});
@@ -227,7 +223,10 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_flag("--quiet", g->quiet, "No progress lines on stderr");
   cmd->add_flag("--skip-invalid", g->skip_invalid,
                 "Skip recipes the engine rejects for this shape (listed) instead of failing");
-  cmd->callback([g, cmd] { run_analyze(*g, command_line(*cmd)); });
+  cmd->callback([g, cmd] {
+    g->out_type_given = cmd->count("--out-type") > 0;
+    run_analyze(*g, command_line(*cmd));
+  });
 
   auto* list = app.add_subcommand("recipes", "List the named recipes `fp8sim analyze` takes");
   list->callback([] {

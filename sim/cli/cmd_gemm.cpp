@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -44,11 +45,11 @@ ScaledMmCall scaled_mm_call(const GemmSpec& s, const std::string& kernel, std::s
   return c;
 }
 
-// Scale values from a .npy: float32 values, or for MX uint8 E8M0 codes.
-std::vector<float> read_scales(const std::string& path, const GemmSpec& s, std::size_t rows,
+// Scale values from a .npy whose header was checked: float32 values, or for MX uint8 codes.
+std::vector<float> scale_array(NpyReader& r, const GemmSpec& s, std::size_t rows,
                                std::size_t cols) {
-  const NpyArray a = read_npy(path);
-  return scale_values(path, {a.descr, a.shape, a.data.data()}, s.scaling, rows, cols,
+  const NpyArray a = r.read();
+  return scale_values(r.path(), {a.descr, a.shape, a.data.data()}, s.scaling, rows, cols,
                       s.mx_scale);
 }
 
@@ -56,10 +57,12 @@ void run_gemm(const GemmArgs& g) {
   GemmSpec s = gemm_spec(g, !g.a_scales.empty(), !g.b_scales.empty());
   if (!g.gpu.empty() && g.split_k_given)
     throw std::invalid_argument("--gpu looks the split up: drop --split-k, or --gpu");
-  const NpyArray a = read_npy_checked(g.a, "|u1", {0, 0});
-  const NpyArray b = read_npy_checked(g.b, "|u1", {0, 0});
-  const std::size_t M = a.shape[0], K = a.shape[1], N = b.shape[0];
-  check_gemm_problem(g.a, g.b, M, K, N, b.shape[1]);
+  // 1. Both headers and every check on them before any data is read.
+  NpyReader ra(g.a), rb(g.b);
+  ra.expect("|u1", {0, 0});
+  rb.expect("|u1", {0, 0});
+  const std::size_t M = ra.shape()[0], K = ra.shape()[1], N = rb.shape()[0];
+  check_gemm_problem(g.a, g.b, M, K, N, rb.shape()[1]);
   if (!g.gpu.empty()) {
     const CublasltPlan p =
         cublaslt_plan(g.gpu, scaled_mm_call(s, g.kernel, M, N, K, !g.bias.empty()));
@@ -67,19 +70,24 @@ void run_gemm(const GemmArgs& g) {
     std::fprintf(stderr, "fp8sim: plan: %s\n", describe(p).c_str());
   }
   validate(s, int(M), int(N), int(K));
-
-  std::vector<float> C;
-  if (!g.c.empty()) {
-    C = read_npy_checked(g.c, "<f4", {M, N}).as<float>();
-  }
-  std::vector<float> sa, sb;
+  std::optional<NpyReader> rc, rbias, rsa, rsb;
+  if (!g.c.empty()) rc.emplace(g.c).expect("<f4", {M, N});
+  if (!g.bias.empty()) rbias.emplace(g.bias).expect("<f4", {N});
+  ScaleShapes sh{};
   if (s.scaling != Scaling::none) {
-    const ScaleShapes sh = scale_shapes(s, int(M), int(N), int(K));
-    sa = read_scales(g.a_scales, s, sh.a_rows, sh.a_cols);
-    sb = read_scales(g.b_scales, s, sh.b_rows, sh.b_cols);
+    sh = scale_shapes(s, int(M), int(N), int(K));
+    check_scale_header(g.a_scales, rsa.emplace(g.a_scales).descr(), rsa->shape(), s.scaling,
+                       sh.a_rows, sh.a_cols);
+    check_scale_header(g.b_scales, rsb.emplace(g.b_scales).descr(), rsb->shape(), s.scaling,
+                       sh.b_rows, sh.b_cols);
   }
-  std::vector<float> bias;
-  if (!g.bias.empty()) bias = read_npy_checked(g.bias, "<f4", {N}).as<float>();
+  // 2. The data.
+  const NpyArray a = ra.read(), b = rb.read();
+  std::vector<float> C, sa, sb, bias;
+  if (rc) C = rc->read().as<float>();
+  if (rsa) sa = scale_array(*rsa, s, sh.a_rows, sh.a_cols);
+  if (rsb) sb = scale_array(*rsb, s, sh.b_rows, sh.b_cols);
+  if (rbias) bias = rbias->read().as<float>();
   std::vector<float> D(M * N);
   gemm(s, int(M), int(N), int(K), a.as<std::uint8_t>(), b.as<std::uint8_t>(), C, sa, sb, D,
        bias);

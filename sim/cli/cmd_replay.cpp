@@ -11,6 +11,7 @@
 #include "cli/options.hpp"
 #include "output_file.hpp"
 #include "replay.hpp"
+#include "std_streams.hpp"
 
 namespace fp8sim::cli {
 namespace {
@@ -36,8 +37,9 @@ void run_replay(const ReplayArgs& g) {
   for (const auto& [key, value] : {std::pair<const char*, const std::string&>{"device", r.device},
                                    {"driver", r.driver}, {"cuda", r.cuda}, {"date", r.date},
                                    {"generator", r.generator}, {"git", r.git_revision}})
-    if (!value.empty()) provenance += fmt::format("{}{}={}", provenance.empty() ? "" : " ", key, value);
-  fmt::print("captures {}{}{}\n", r.dir, provenance.empty() ? "" : ": ", provenance);
+    if (!value.empty())
+      provenance += fmt::format("{}{}={}", provenance.empty() ? "" : " ", key, printable(value));
+  fmt::print("captures {}{}{}\n", printable(r.dir), provenance.empty() ? "" : ": ", provenance);
   std::size_t bad = 0;
   for (const ReplayCase& c : r.cases) {
     fmt::print("{}\n", format_case(c));
@@ -49,8 +51,7 @@ void run_replay(const ReplayArgs& g) {
              g.model.empty() ? "" : fmt::format(" {}", g.model),
              g.promote_every < 0 ? "" : fmt::format(", promote every {}", g.promote_every));
   if (!g.json.empty()) write_file(g.json, replay_json(r));
-  std::fflush(stdout);
-  if (bad != 0) std::exit(1);
+  if (bad != 0) throw ExitStatus{1};
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // fp8sim: the command-line tool; every subcommand lives in its own cmd_*.cpp file.
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <exception>
 #include <new>
 #include <stdexcept>
@@ -8,8 +9,24 @@
 
 #include "cli/options.hpp"
 #include "commands.hpp"
+#include "std_streams.hpp"
+
+namespace {
+
+// The exit code, after stdout is flushed and closed: a write error there is bad output like
+// any other (exit 2, one line), whatever the command returned.
+int finish(int code, std::string error = "") {
+  const std::string out_error = fp8sim::finish_stdout();
+  if (!out_error.empty()) error = out_error;  // the cause of a failed fmt::print, too
+  if (error.empty()) return code;
+  fmt::print(stderr, "fp8sim: error: {}\n", fp8sim::printable(error));
+  return 2;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
+  fp8sim::guard_standard_descriptors();
   CLI::App app{"fp8sim: bit-accurate FP8 formats, tensor-core accumulators and GEMMs"};
   app.require_subcommand(1);
   app.failure_message(CLI::FailureMessage::simple);
@@ -29,13 +46,13 @@ int main(int argc, char** argv) {
     }
     // Flags and values (CLI11), then the command's callback, which throws on bad input.
     if (const int code = fp8sim::cli::parse_command_line(app, argc, argv, "fp8sim"); code >= 0)
-      return code;
+      return finish(code);
+  } catch (const fp8sim::cli::ExitStatus& e) {
+    return finish(e.code);  // e.g. replay's 1: a real mismatch
   } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "fp8sim: error: out of memory: the problem does not fit in this machine\n");
-    return 2;
+    return finish(2, "out of memory: the problem does not fit in this machine");
   } catch (const std::exception& e) {
-    fmt::print(stderr, "fp8sim: error: {}\n", e.what());
-    return 2;
+    return finish(2, e.what());
   }
-  return 0;
+  return finish(0);
 }

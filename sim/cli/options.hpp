@@ -6,14 +6,17 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <fmt/format.h>
 
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "limits.hpp"
 #include "parse_number.hpp"
+#include "std_streams.hpp"
 
 namespace fp8sim::cli {
 
@@ -36,6 +39,44 @@ CLI::Option* add_integer_option(CLI::App* app, const std::string& name, T& targe
       },
       description);
   opt->type_name("INT")->default_str(std::to_string(target));
+  return opt;
+}
+
+// A comma list of such integers (e.g. analyze's --promote-every 0,128), each read strictly
+// (an empty item, as in "128,,0" or "128,", is an error: CLI11's own splitting drops it);
+// the option may be repeated.
+template <class T>
+CLI::Option* add_integer_list_option(CLI::App* app, const std::string& name,
+                                     std::vector<T>& target, const std::string& description,
+                                     std::uint64_t lo, std::uint64_t hi) {
+  const std::string flag = name.substr(0, name.find(','));
+  auto* opt = app->add_option_function<std::vector<std::string>>(
+      name,
+      [&target, flag, lo, hi](const std::vector<std::string>& texts) {
+        target.clear();
+        std::vector<std::string> items;
+        for (const std::string& list : texts) {
+          std::size_t start = 0;
+          while (true) {
+            const std::size_t comma = std::min(list.find(',', start), list.size());
+            items.push_back(list.substr(start, comma - start));
+            if (comma == list.size()) break;
+            start = comma + 1;
+          }
+        }
+        for (const std::string& text : items) {
+          try {
+            const std::uint64_t v = parse_unsigned(text, "value", hi);
+            if (v < lo)
+              throw std::invalid_argument(fmt::format("bad value '{}': must be >= {}", text, lo));
+            target.push_back(static_cast<T>(v));
+          } catch (const std::invalid_argument& e) {
+            throw CLI::ValidationError(flag, e.what());
+          }
+        }
+      },
+      description);
+  opt->type_name("INT,...");
   return opt;
 }
 
@@ -64,7 +105,7 @@ inline int parse_command_line(CLI::App& app, int argc, char** argv, const std::s
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "{}: error: {}\n", program, e.what());
+    fmt::print(stderr, "{}: error: {}\n", program, printable(e.what()));
     return 2;
   }
   return -1;

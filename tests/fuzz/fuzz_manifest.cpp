@@ -1,7 +1,9 @@
 // fuzz_manifest: libFuzzer target for capture manifests: the input is DIR/manifest.json
 // beside small valid .npy files (a.npy, b.npy: 2 x 32 codes; d.npy, c.npy: 2 x 2 float32;
-// s.npy: 2 x 1 float32), replayed with replay(). Any text gives a report or one
-// std::runtime_error line of bounded length, never a crash, a hang or a runaway allocation.
+// s.npy: 2 x 1 float32), a symlink out of DIR (out.npy -> ../<outside>.npy, a valid 2 x 32
+// array) and one to a folder above (up -> ..), replayed with replay(). Any text gives a
+// report or one std::runtime_error line of bounded length without control characters, never
+// a crash, a hang or a runaway allocation; a path leaving DIR is never read.
 #include <unistd.h>
 
 #include <cstdint>
@@ -28,6 +30,11 @@ const std::string& capture_dir() {
     fp8sim::write_npy((d / "d.npy").string(), "<f4", {2, 2}, f.data(), 16);
     fp8sim::write_npy((d / "c.npy").string(), "<f4", {2, 2}, f.data(), 16);
     fp8sim::write_npy((d / "s.npy").string(), "<f4", {2, 1}, f.data(), 8);
+    const auto outside = d.parent_path() / (d.filename().string() + "_outside.npy");
+    fp8sim::write_npy(outside.string(), "|u1", {2, 32}, codes.data(), codes.size());
+    std::filesystem::create_symlink(std::filesystem::path("..") / outside.filename(),
+                                    d / "out.npy");
+    std::filesystem::create_symlink("..", d / "up");
     return d.string();
   }();
   return dir;
@@ -42,11 +49,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     fp8sim::ReplayOptions o;
     o.threads = 1;
-    fp8sim::replay(dir, o);
+    for (const fp8sim::ReplayCase& c : fp8sim::replay(dir, o).cases)
+      for (const char ch : fp8sim::format_case(c))  // printed as it is: printable
+        if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) __builtin_trap();
   } catch (const std::runtime_error& e) {
     // One short line: the paths, a quoted case name and value (limits::quoted).
     const std::string msg = e.what();
     if (msg.find('\n') != std::string::npos || msg.size() > 3 * dir.size() + 600) __builtin_trap();
+    for (const char c : msg)
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) __builtin_trap();
   }
   return 0;
 }
