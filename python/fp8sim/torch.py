@@ -24,7 +24,11 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Optional
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError:
+    raise ModuleNotFoundError("fp8sim.torch needs PyTorch: pip install 'fp8sim[torch]' (or pip "
+                              "install torch)") from None
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import fp8sim as _fp8sim
@@ -502,6 +506,20 @@ class _Float8LinearFunction(torch.autograd.Function):
         return dx, dw, None
 
 
+def _check_linear(in_features: int, out_features: int, r: Recipe) -> None:
+    """Refuses, at construction, a layer whose Fprop or Dgrad GEMM the recipe cannot run (K
+    not a multiple of the model's group or the scale blocks, ...): each runs once on zeros of
+    the layer's K (at most 128 rows of B), so the library's own checks decide. Wgrad's K is
+    the number of tokens, known only at the first backward."""
+    for gemm, g, k, n in (("Fprop", r.fprop, in_features, out_features),
+                          ("Dgrad", r.dgrad, out_features, in_features)):
+        try:
+            _recipe_mm(g, torch.zeros(1, k), torch.zeros(min(n, 128), k))
+        except (ValueError, RuntimeError) as e:
+            raise ValueError(f"Float8Linear({in_features}, {out_features}, recipe={r.name}): "
+                             f"{gemm} (K = {k}): {e}") from None
+
+
 class Float8Linear(torch.nn.Linear):
     """``nn.Linear`` whose Fprop, Dgrad and Wgrad GEMMs go through fp8sim under a recipe
     (bias added in the input's precision, as torchao and TransformerEngine do).
@@ -514,17 +532,21 @@ class Float8Linear(torch.nn.Linear):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
                  recipe: "str | Recipe" = "deepseek-v3", device=None, dtype=None):
+        r = globals()["recipe"](recipe)
+        _check_linear(in_features, out_features, r)
         super().__init__(in_features, out_features, bias, device, dtype)
-        self.recipe = globals()["recipe"](recipe)
+        self.recipe = r
 
     @classmethod
     def from_linear(cls, lin: torch.nn.Linear, recipe: "str | Recipe") -> "Float8Linear":
         """A Float8Linear sharing ``lin``'s parameters (no copy)."""
+        r = globals()["recipe"](recipe)
+        _check_linear(lin.in_features, lin.out_features, r)
         new = cls.__new__(cls)
         torch.nn.Module.__init__(new)
         new.in_features, new.out_features = lin.in_features, lin.out_features
         new.weight, new.bias = lin.weight, lin.bias
-        new.recipe = globals()["recipe"](recipe)
+        new.recipe = r
         return new
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -8,10 +8,14 @@
 
 #include "cli/options.hpp"
 #include "commands.hpp"
+#include "revision.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"fp8sim: bit-accurate FP8 formats, tensor-core accumulators and GEMMs"};
   app.require_subcommand(1);
+  // FP8SIM_VERSION: the project's VERSION in CMakeLists.txt (the one version number).
+  app.set_version_flag("--version", fmt::format("fp8sim {} (git {})", FP8SIM_VERSION,
+                                                fp8sim::git_revision()));
   app.failure_message(CLI::FailureMessage::simple);
   fp8sim::cli::add_convert_commands(app);
   fp8sim::cli::add_gemm_commands(app);
