@@ -20,6 +20,7 @@ block; bias added in FP32 before the output rounding. Not measured: FP8 outputs 
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Optional
@@ -52,7 +53,29 @@ def _codes(t: torch.Tensor) -> torch.Tensor:
 
 # ---- custom ops ---------------------------------------------------------------------------
 
-@torch.library.custom_op("fp8sim::gemm", mutates_args=())
+_LIB = torch.library.Library("fp8sim", "DEF")
+
+
+def _op(fn):
+    """``fn`` as the torch op ``fp8sim::<name>``, its schema inferred from the annotations as
+    ``torch.library.custom_op`` does, defined through ``torch.library.Library`` (one kernel for
+    every device). Not ``custom_op``: its first call imports torch._dynamo and Inductor
+    (``torch._disable_dynamo``), 3 to 10 s on a 2-core machine, which these ops do not need
+    (they have no autograd of their own; ``Float8Linear`` wraps them in an autograd.Function).
+    ``torch.compile`` runs them through the fake kernels registered with ``.register_fake``."""
+    name = fn.__name__
+    _LIB.define(name + torch.library.infer_schema(fn, mutates_args=()))
+    _LIB.impl(name, fn, "CompositeExplicitAutograd")
+    packet = getattr(torch.ops.fp8sim, name)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        return packet(*args, **kwargs)
+    call.register_fake = lambda f: torch.library.register_fake(f"fp8sim::{name}", f, lib=_LIB)
+    return call
+
+
+@_op
 def gemm(a: torch.Tensor, b: torch.Tensor, c: Optional[torch.Tensor] = None,
          a_scales: Optional[torch.Tensor] = None, b_scales: Optional[torch.Tensor] = None,
          a_format: str = "e4m3", b_format: str = "e4m3", model: str = "hopper-wgmma",
@@ -99,7 +122,7 @@ def _scale_shape(T: int, K: int, granularity: str, role: str) -> tuple[int, int]
     return (T, K // nc)
 
 
-@torch.library.custom_op("fp8sim::quantize", mutates_args=())
+@_op
 def quantize(x: torch.Tensor, fmt: str = "e4m3", granularity: str = "tensor",
              scale_encoding: str = "", role: str = "a") -> tuple[torch.Tensor, torch.Tensor]:
     """``fp8sim.quantize`` as a torch op: T x K floats -> (uint8 codes, float32 scales in
@@ -126,7 +149,7 @@ def _(x, fmt="e4m3", granularity="tensor", scale_encoding="", role="a"):
                         dtype=torch.float32))
 
 
-@torch.library.custom_op("fp8sim::encode", mutates_args=())
+@_op
 def encode(x: torch.Tensor, fmt: str = "e4m3", rounding: str = "rne",
            overflow: str = "saturate", seed: int = 0) -> torch.Tensor:
     """``fp8sim.encode`` as a torch op (formats of at most 8 bits): uint8 codes of x.

@@ -180,3 +180,13 @@ def test_every_page_is_in_the_site():
     pages = sorted(os.path.relpath(p, os.path.join(ROOT, "docs"))
                    for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
     assert sorted(nav) == pages
+
+
+def test_models_table_is_the_library_s():
+    """docs/models.md's preset table is what `fp8sim models --markdown` prints."""
+    from conftest import run_cli
+    page = open(os.path.join(ROOT, "docs", "models.md"), encoding="utf-8").read()
+    start = page.index("<summary>The preset table")
+    table = [l for l in page[start:page.index("</details>", start)].split("\n") if l.startswith("|")]
+    printed = [l for l in run_cli("models", "--markdown").stdout.split("\n") if l.startswith("|")]
+    assert table == printed, "docs/models.md's table differs from `fp8sim models --markdown`"
