@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # setup: install what fp8sim needs (Debian packages, a Python venv from PyPI) and build it.
 #   tests/setup.sh experiments   what the experiments need (experiments/run.sh): the headers,
-#                                numpy/matplotlib/pandas (experiments/requirements.txt), and
-#                                the experiment binaries, the benchmarks and the fp8sim CLI in
-#                                build/ (cuda/ only where a GPU is visible)
+#                                numpy/matplotlib/pandas/ml-dtypes (experiments/requirements.txt),
+#                                and the experiment binaries and the fp8sim CLI in build/ (cuda/
+#                                only where a GPU is visible)
 #   tests/setup.sh [tests]       everything the tests need (tests/run.sh): also Catch2 and clang
 #                                (sanitizers, fuzzers), tests/requirements.txt (torch, pytest,
 #                                mkdocs, ...), the training corpus, the Python package
@@ -69,12 +69,12 @@ if [ "$profile" = tests ]; then
   rm -f pip.log
 fi
 
-# 3. build/: everything for the tests; for the experiments only their binaries, the
-# benchmarks and the CLI, and the CUDA engine only where a GPU can run it.
+# 3. build/: everything for the tests; for the experiments only their binaries and the CLI,
+# and the CUDA engine only where a GPU can run it.
 cuda=ON tests=ON targets=()
 if [ "$profile" = experiments ]; then
   tests=OFF
-  targets=(--target experiments fp8sim fp8sim-bench-gemm fp8sim-bench-convert)
+  targets=(--target experiments fp8sim)
   nvidia-smi -L >/dev/null 2>&1 || cuda=OFF
 fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP8SIM_BUILD_TESTS="$tests" \
@@ -83,6 +83,7 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP8SIM_BUILD_TESTS="$t
 grep -E '^-- fp8sim' build.log || true
 cmake --build build -j"$(nproc)" "${targets[@]}" 2>&1 | tail -n 3
 rm -f build.log
+echo "setup: $profile: done in $SECONDS s"
 # `fp8sim` (and `fp8sim-hw` where built) in .venv/bin, beside python: on PATH once the venv is
 # activated. The tests profile's pip install already put the package's own fp8sim there.
 for tool in build/sim/fp8sim build/cuda/fp8sim-hw; do
