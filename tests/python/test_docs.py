@@ -155,15 +155,16 @@ def test_example(block, workspaces, monkeypatch):
         for cmd, want in commands(block.text):
             r = subprocess.run(["bash", "-c", cmd], cwd=ws.dir, env=ws.env, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
-            assert same(want, r.stdout, block.options), (
-                f"{block.id}: $ {cmd}\n--- the page shows:\n{want}\n--- it printed "
-                f"(exit {r.returncode}):\n{r.stdout}")
+            if not same(want, r.stdout, block.options):
+                pytest.fail(f"{block.id}: $ {cmd}\n--- the page shows:\n{want}\n--- it printed "
+                            f"(exit {r.returncode}):\n{r.stdout}", pytrace=False)
     elif block.kind == "python":
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             exec(compile(block.text, block.id, "exec"), ws.globals)
-        assert same(block.output, out.getvalue(), block.options), (
-            f"{block.id}: the page shows:\n{block.output}\n--- it printed:\n{out.getvalue()}")
+        if not same(block.output, out.getvalue(), block.options):
+            pytest.fail(f"{block.id}: the page shows:\n{block.output}\n--- it printed:\n"
+                        f"{out.getvalue()}", pytrace=False)
     else:
         test = doctest.DocTestParser().get_doctest(block.text, ws.globals, block.id, block.page,
                                                    block.line)
@@ -171,7 +172,8 @@ def test_example(block, workspaces, monkeypatch):
                                        doctest.NORMALIZE_WHITESPACE)
         report = io.StringIO()
         runner.run(test, out=report.write, clear_globs=False)
-        assert runner.failures == 0, report.getvalue()
+        if runner.failures:
+            pytest.fail(report.getvalue(), pytrace=False)
 
 
 def test_every_page_is_in_the_site():
