@@ -18,7 +18,7 @@ start=$SECONDS
 cd "$root"
 jobs="$(nproc)"
 failed=()
-lap=$SECONDS
+lap=$start
 took() { echo "run: $1 took $((SECONDS - lap)) s"; lap=$SECONDS; }
 took "setup (install and build)"
 

