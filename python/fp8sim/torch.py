@@ -10,7 +10,7 @@ values with rne and saturation (other roundings, NaN and Inf go through the CPU,
 codes come back to the input's device).
 
 What ``scaled_mm`` models of cuBLASLt (``torch._scaled_mm``), all measured on an H100 and an
-H200 with CUDA 13 (README "cuBLASLt"): Hopper ``wgmma`` promoted to FP32 every 128 K
+H200 with CUDA 13 (docs/cublaslt.md): Hopper ``wgmma`` promoted to FP32 every 128 K
 elements without fast accumulation and never with it; split-K (``split_k``: the numSplitsK
 cuBLASLt chose for the shape, which its log shows, e.g. CUBLASLT_LOG_LEVEL=2); tensor and
 row scales applied once after K (``scale_order="cublaslt"``), block scales at each 128-K
