@@ -7,7 +7,7 @@ and the scales they need, as a capture folder (manifest.json + .npy, the format 
 reads). With CUBLASLT_LOG_LEVEL=5 (set here before torch loads cuBLASLt) each case also
 records the algorithm cuBLASLt chose, from its own trace line of the matmul (id, tile,
 stages, split-K count, reduction scheme, custom option, cluster shape, workspace), and the
-fp8sim model that reproduces it (README "cuBLASLt"): hopper-wgmma promoted every 128 (never
+fp8sim model that reproduces it (docs/cublaslt.md): hopper-wgmma promoted every 128 (never
 with fast accumulation), split_k = cuBLASLt's numSplitsK (slices aligned to 512 for block
 scales), scale order cublaslt. --check then replays the capture through fp8sim and prints,
 per shape, ok or the first case that differs (exit 1).

@@ -15,6 +15,7 @@ RECIPES = {  # (format, scaling, model) -> label
 }
 colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 styles = ["-", "--", ":"]
+markers = ["o", "s", "^", "D"]  # one a recipe; points set apart along K so coinciding ones show
 dists = list(summary.distribution.unique())
 fig, axes = plt.subplots(1, 2, figsize=(12, 5.6), constrained_layout=True)
 for i, ((fmt, sc, model), label) in enumerate(RECIPES.items()):
@@ -25,8 +26,10 @@ for i, ((fmt, sc, model), label) in enumerate(RECIPES.items()):
         if s.empty:
             continue
         name = label if j == 0 else None
-        band(axes[0], s.k, s, name, color=colors[i], ls=styles[j % 3], quantiles=False)
-        band(axes[1], a.k, a, name, color=colors[i], ls=styles[j % 3], quantiles=False)
+        dodge = 2 ** (0.09 * (i - (len(RECIPES) - 1) / 2))
+        for ax, v in ((axes[0], s), (axes[1], a)):
+            band(ax, v.k * dodge, v, name, color=colors[i], ls=styles[j % 3], quantiles=False,
+                 marker=markers[i])
 for j, dist in enumerate(dists):
     axes[0].plot([], [], color="0.4", ls=styles[j % 3], label=pretty(dist))
 for ax in axes:
@@ -38,7 +41,8 @@ axes[0].set_ylabel(snr_label("total"))
 axes[0].set_title("vs the exact dot product of the unquantised inputs", fontsize=9)
 axes[1].set_ylabel(snr_label("accumulation"))
 axes[1].set_title("vs the exact dot product of the quantised inputs, rounded to fp32\n"
-                  "(MXFP4 lies under NVFP4 at +inf: exact group sums, 35 fraction bits)", fontsize=9)
+                  "(MXFP4 and NVFP4: median +inf at every K, exact group sums with 35 fraction "
+                  "bits)", fontsize=9)
 title(fig, manifest, "h: block-scaled MMAs (MXFP8, MXFP4, NVFP4) vs 1x128 E4M3 at equal K, same "
       "data; bars: 95% CI of the median")
 save(fig, d, NAME)

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# run: the main job. Installs and builds (tests/setup.sh), then runs every experiment (the list
+# run: the main job. Installs and builds what the experiments need (tests/setup.sh experiments:
+# no torch, no Python package; build/ only), then runs every experiment (the list
 # experiments/sweeps.cmake writes to build/experiments/experiments.txt) with its default
 # (quick) sizes into out/<name>/ and draws its figures. Extra arguments go to every
 # experiment binary (e.g. --paper for paper-size trial counts, --threads 4).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$root/tests/setup.sh"
+"$root/tests/setup.sh" experiments
 cd "$root"
 python="$root/.venv/bin/python"
 mapfile -t experiments < "$root/build/experiments/experiments.txt"
@@ -30,3 +31,4 @@ for (dist, rho, p), s in g:
     print(f"  {dist:18s} rho={rho:<4g} promote={'never' if p == 0 else p:>5}: "
           f"max rel err {s.max():.3%}  median {s.median():.3%}")
 PY
+echo "run: figures in out/<name>/; \`source .venv/bin/activate\` puts fp8sim and python on PATH"

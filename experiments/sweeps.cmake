@@ -1,4 +1,4 @@
-# Experiments a-g (issue 5): one exp_<name> binary per experiment on a shared driver; each
+# Experiments a-h (a-g: issue 5, h: issue 12): one exp_<name> binary per experiment on a shared driver; each
 # writes <name>.csv, <name>_summary.csv and <name>.json; plot_<name>.py draws the figures.
 add_library(fp8sim_experiment STATIC ${CMAKE_CURRENT_SOURCE_DIR}/experiment.cpp)
 target_include_directories(fp8sim_experiment PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})

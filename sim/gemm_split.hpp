@@ -3,7 +3,7 @@
 // the whole K, bias, output rounding). The data are GemmSpec::split_k, GemmSpec::order and
 // the bias; gemm() and batched_dot() come here when any of them asks for it.
 //
-// Measured on cuBLASLt (torch._scaled_mm, CUDA 13, H100 and H200; README "cuBLASLt"):
+// Measured on cuBLASLt (torch._scaled_mm, CUDA 13, H100 and H200; docs/cublaslt.md):
 //   - split-K with S slices (cuBLASLt's numSplitsK, reduction scheme COMPUTE_TYPE): slices
 //     of ceil(K / S) rounded up to a multiple of A (GemmSpec::split_k_align: 128, and 512
 //     for the block-scaled kernels) in K order (the last one shorter), each

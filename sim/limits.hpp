@@ -2,8 +2,8 @@
 //
 // Every reader checks its input against these before allocating, and a rejection names the
 // constant: "A.npy: shape (12000000, 256) needs 3072000000 bytes but the file holds 128
-// (limits: kMaxFileBytes = 34359738368)". Raise one here (and in the README's "Input limits
-// and errors" section) when a real use needs more.
+// (limits: kMaxFileBytes = 34359738368)". Raise one here (and in docs/limits.md) when a real use
+// needs more.
 #pragma once
 
 #include <cstddef>

@@ -28,7 +28,7 @@ const std::vector<NamedRecipe>& named_recipes() {
        "promoted), Dgrad and Wgrad with the split accumulator (promoted every 128); bf16 output",
        "Transformer Engine recipes Float8CurrentScaling / DelayedScaling: fp8_format HYBRID, "
        "fp8_gemm_fprop use_split_accumulator=False, fp8_gemm_dgrad / fp8_gemm_wgrad True; "
-       "cuBLASLt's promotion interval 128 as measured on the H100 (README, cuBLASLt)",
+       "cuBLASLt's promotion interval 128 as measured on the H100 (docs/cublaslt.md)",
        "e5m2", 128, "cublaslt-fast-accum", "cublaslt"},
       {"mxfp8", "e4m3", "e4m3", "mx", "mxf8f6f4", 0, "deepgemm", "bf16",
        "E4M3 A and B in 1x32 blocks with E8M0 scales (MX), Blackwell's block-scaled MMA "

@@ -6,25 +6,47 @@
 #   2. ThreadSanitizer (gcc, build-tsan): test_threads, the threaded engine and sweeps;
 #   3. every ctest test of the plain build (unit, exhaustive, differential, golden, hwdata;
 #      gpu tests are skipped without a GPU) and the notebooks;
-#   4. the Python package's tests (pytest, tests/python); its summary is the last output.
-# Extra arguments go to the plain ctest (e.g. -L unit). FP8SIM_SANITIZERS=0 skips 1 and 2.
-# The exit code is non-zero when any stage failed.
+#   4. the documentation site (mkdocs build --strict) and the Python package's tests (pytest,
+#      tests/python, which also runs every example of README.md and docs/ that shows output);
+#      pytest's summary is the last output.
+# Each stage prints how long it took. Extra arguments go to the plain ctest (e.g. -L unit).
+# FP8SIM_SANITIZERS=0 skips 1 and 2. The exit code is non-zero when any stage failed.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$root/tests/setup.sh" || exit 1
+start=$SECONDS
+"$root/tests/setup.sh" tests || exit 1
 cd "$root"
 jobs="$(nproc)"
 failed=()
+lap=$start
+took() { echo "run: $1 took $((SECONDS - lap)) s"; lap=$SECONDS; }
+took "setup (install and build)"
 
-# One sanitizer build: configure (once), build, run; records the stage on failure.
+# One sanitizer build: configure (once), build only the targets its tests run (the test
+# binaries that `ctest -N` lists for the stage's labels, the CLI and the experiment binary they
+# call, the fuzz targets), run; records the stage on failure.
 sanitizer_stage() {
-  local name="$1" dir="$2" compiler="$3" sanitize="$4" fuzz="$5" targets="$6"
+  local name="$1" dir="$2" compiler="$3" sanitize="$4" fuzz="$5" labels="$6"
   echo "run: $name ($dir)"
   mkdir -p "$dir"
+  # -O1 -g1 (line tables): what the sanitizers need for their reports, and much cheaper to
+  # compile than RelWithDebInfo's default -O2 -g.
   if ! cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
       -DCMAKE_CXX_COMPILER="$compiler" -DFP8SIM_SANITIZE="$sanitize" -DFP8SIM_FUZZ="$fuzz" \
       -DFP8SIM_BUILD_CUDA=OFF -DPython3_EXECUTABLE="$root/.venv/bin/python" \
-      > "$dir/stage.log" 2>&1 || ! cmake --build "$dir" -j"$jobs" $targets >> "$dir/stage.log" 2>&1; then
+      > "$dir/stage.log" 2>&1; then
+    tail -n 40 "$dir/stage.log"
+    failed+=("$name build")
+    return 1
+  fi
+  local known wanted=(fp8sim exp_g_storage) t
+  known="$(ninja -C "$dir" -t targets all 2>/dev/null | sed -n 's/^\([A-Za-z0-9_]*\): .*/\1/p' | sort -u)"
+  for t in $( (cd "$dir" && ctest -N $labels) | sed -n 's/^ *Test *#[0-9]*: *//p') fuzz_npy \
+      fuzz_manifest fuzz_names fuzz_values; do
+    grep -qx "$t" <<< "$known" && wanted+=("$t")
+  done
+  if ! cmake --build "$dir" -j"$jobs" --target "${wanted[@]}" >> "$dir/stage.log" 2>&1; then
     tail -n 40 "$dir/stage.log"
     failed+=("$name build")
     return 1
@@ -33,36 +55,57 @@ sanitizer_stage() {
 
 if [ "${FP8SIM_SANITIZERS:-1}" != 0 ]; then
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1"
-  if sanitizer_stage "ASan+UBSan" build-asan clang++-14 "address,undefined" ON ""; then
-    (cd build-asan && ctest --output-on-failure -j"$jobs" -L 'unit|golden|hwdata|fuzz' \
-        -LE 'exhaustive|gpu|notebooks') || failed+=("ASan+UBSan tests")
+  asan_labels="-L unit|golden|hwdata|fuzz -LE exhaustive|gpu|notebooks"
+  if sanitizer_stage "ASan+UBSan" build-asan clang++-14 "address,undefined" ON "$asan_labels"; then
+    took "ASan+UBSan build"
+    (cd build-asan && ctest --output-on-failure -j"$jobs" $asan_labels) || failed+=("ASan+UBSan tests")
+    took "ASan+UBSan tests"
+    # The fuzz targets, as many at once as there are cores, each for FP8SIM_FUZZ_SECONDS.
     seconds="${FP8SIM_FUZZ_SECONDS:-20}"
-    for t in npy manifest names values; do
+    fuzz_one() {
+      local t="$1"
       mkdir -p "build-asan/fuzz-corpus/$t" "build-asan/fuzz-crashes"
-      if build-asan/tests/fuzz/fuzz_$t -max_total_time="$seconds" -print_final_stats=1 \
-          -artifact_prefix=build-asan/fuzz-crashes/ "build-asan/fuzz-corpus/$t" \
-          "tests/fuzz/corpus/$t" > "build-asan/fuzz-$t.log" 2>&1; then
-        echo "run: fuzz_$t: $(grep -E '^#[0-9]+[[:space:]]+DONE' "build-asan/fuzz-$t.log" | tail -n 1)"
-      else
-        tail -n 30 "build-asan/fuzz-$t.log"
-        failed+=("fuzz_$t")
-      fi
+      build-asan/tests/fuzz/fuzz_$t -max_total_time="$seconds" -print_final_stats=1 \
+        -artifact_prefix=build-asan/fuzz-crashes/ "build-asan/fuzz-corpus/$t" \
+        "tests/fuzz/corpus/$t" > "build-asan/fuzz-$t.log" 2>&1
+    }
+    targets=(npy manifest names values)
+    for ((i = 0; i < ${#targets[@]}; i += jobs)); do
+      pids=()
+      for t in "${targets[@]:i:jobs}"; do fuzz_one "$t" & pids+=("$!:$t"); done
+      for p in "${pids[@]}"; do
+        t="${p#*:}"
+        if wait "${p%%:*}"; then
+          echo "run: fuzz_$t: $(grep -E '^#[0-9]+[[:space:]]+DONE' "build-asan/fuzz-$t.log" | tail -n 1)"
+        else
+          tail -n 30 "build-asan/fuzz-$t.log"
+          failed+=("fuzz_$t")
+        fi
+      done
     done
+    took "fuzzing (${#targets[@]} targets x $seconds s, $jobs at once)"
   fi
-  if sanitizer_stage "ThreadSanitizer" build-tsan g++ thread OFF "--target test_threads"; then
+  if sanitizer_stage "ThreadSanitizer" build-tsan g++ thread OFF "-R ^test_threads\$"; then
     (cd build-tsan && TSAN_OPTIONS="halt_on_error=1" ctest --output-on-failure -R '^test_threads$') \
       || failed+=("ThreadSanitizer tests")
+    took "ThreadSanitizer build and tests"
   fi
 fi
 
 cd "$root/build"
 ctest --output-on-failure -j"$jobs" "$@" || failed+=("ctest")
 cd "$root"
+took "ctest"
+# The documentation site: every page in mkdocs.yml's nav, links checked (strict).
+.venv/bin/python -m mkdocs build --strict --quiet --site-dir build/site || failed+=("mkdocs")
+took "mkdocs build --strict"
 rc=0
 FP8SIM_CLI="$root/build/sim/fp8sim" FP8SIM_TEST_DATA="$root/tests/data" \
   .venv/bin/python -m pytest -q -p no:cacheprovider tests/python || rc=$?
 # pytest's exit 5 ("no tests collected") is not a failure
 if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then failed+=("pytest"); fi
+took "pytest"
+echo "run: all stages took $((SECONDS - start)) s"
 if ((${#failed[@]})); then
   echo "run: FAILED stages: ${failed[*]}" >&2
   exit 1

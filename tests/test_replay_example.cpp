@@ -1,4 +1,4 @@
-// test_replay_example: the README's capture example (tests/data/replay/example_capture.py)
+// test_replay_example: the capture example of docs/hardware.md (tests/data/replay/example_capture.py)
 // runs as written, with `fp8sim gemm` as the user's kernel, and its capture replays clean.
 // Waived when FP8SIM_PYTHON lacks numpy or ml_dtypes.
 #include <catch2/catch.hpp>

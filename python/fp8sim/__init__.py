@@ -15,21 +15,22 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
 
-import numpy as np
+import numpy as _np
 
 from . import _core
 
 __all__ = [
     "formats", "describe", "encode", "decode", "table", "next_up", "next_down", "ulp",
-    "Quantized", "quantize", "gemm", "kernels", "mma", "models", "sweep", "replay", "probe", "analyze", "as_array",
+    "Quantized", "quantize", "gemm", "kernels", "mma", "models", "sweep", "replay", "probe", "analyze",
+    "as_array", "ArrayLike", "git_revision",
 ]
-__version__ = "0.1.0"
+__version__: str = _core.version  # CMakeLists.txt's project VERSION, as `fp8sim --version`
 git_revision: str = _core.git_revision
 
 ArrayLike = Any  # numpy.ndarray, torch.Tensor (CPU), or anything numpy.asarray takes
 
 
-def as_array(x: ArrayLike, dtype: Optional[type] = None) -> np.ndarray:
+def as_array(x: ArrayLike, dtype: Optional[type] = None) -> _np.ndarray:
     """``x`` as a C-contiguous NumPy array, without a copy where ``x`` already is one.
 
     torch CPU tensors are viewed through ``Tensor.numpy()`` (shared memory); torch FP8
@@ -51,12 +52,12 @@ def as_array(x: ArrayLike, dtype: Optional[type] = None) -> np.ndarray:
         elif t.dtype == torch.bfloat16:
             t = t.float()  # NumPy has no bfloat16; every bf16 value is a float32 value
         x = t.numpy()
-    a = np.asarray(x) if dtype is None else np.asarray(x, dtype=dtype)
-    # np.ascontiguousarray would make a 0-d array 1-d: a 0-d input keeps its shape ().
-    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+    a = _np.asarray(x) if dtype is None else _np.asarray(x, dtype=dtype)
+    # _np.ascontiguousarray would make a 0-d array 1-d: a 0-d input keeps its shape ().
+    return a if a.flags.c_contiguous else _np.ascontiguousarray(a)
 
 
-def _real_dtype(a: np.ndarray, what: str) -> None:
+def _real_dtype(a: _np.ndarray, what: str) -> None:
     """Refuses what is not a real number: complex (the imaginary part would be dropped),
     object (None, arbitrary Python objects), strings, booleans, dates."""
     if a.dtype.kind in "fiu" or (a.dtype.kind == "V" and a.dtype.type.__module__ == "ml_dtypes"):
@@ -65,25 +66,25 @@ def _real_dtype(a: np.ndarray, what: str) -> None:
                      "values only)")
 
 
-def _floats(x: ArrayLike) -> np.ndarray:
+def _floats(x: ArrayLike) -> _np.ndarray:
     a = as_array(x)
     _real_dtype(a, "x")
-    if a.dtype in (np.float32, np.float64):
+    if a.dtype in (_np.float32, _np.float64):
         return a
-    f = a.astype(np.float64)
-    if a.dtype.kind in "iu" and a.size and not np.array_equal(f.astype(a.dtype), a):
+    f = a.astype(_np.float64)
+    if a.dtype.kind in "iu" and a.size and not _np.array_equal(f.astype(a.dtype), a):
         raise ValueError(f"x: {a.dtype} values beyond 2^53 are not all float64 values (they "
                          "would be rounded twice); pass floats")
     return f
 
 
-def _codes(x: ArrayLike, dtype: type = np.uint32) -> np.ndarray:
+def _codes(x: ArrayLike, dtype: type = _np.uint32) -> _np.ndarray:
     """Codes as given; Python ints (int64 arrays) become `dtype` when they all fit it."""
     a = as_array(x)
     if a.dtype.kind not in "iufcb":  # floats, complex, bool: the core's own dtype error
         raise ValueError(f"codes: dtype {a.dtype} is not an integer type (codes are unsigned "
                          "integers)")
-    if a.dtype.kind == "i" and (a.size == 0 or (a.min() >= 0 and a.max() <= np.iinfo(dtype).max)):
+    if a.dtype.kind == "i" and (a.size == 0 or (a.min() >= 0 and a.max() <= _np.iinfo(dtype).max)):
         a = a.astype(dtype)
     return a
 
@@ -107,7 +108,7 @@ def describe(fmt: str) -> dict:
 
 
 def encode(x: ArrayLike, fmt: str, rounding: str = "rne", overflow: str = "saturate",
-           seed: int = 0, sr_bits: int = 32, threads: int = 0) -> np.ndarray:
+           seed: int = 0, sr_bits: int = 32, threads: int = 0) -> _np.ndarray:
     """Codes of ``x`` rounded into ``fmt`` (same bits as ``fp8sim encode``).
 
     ``rounding`` rne|rz|ru|rd|rna|sr (sr: element i draws ``random_u64(seed, 0, i)``, as the
@@ -123,7 +124,7 @@ def encode(x: ArrayLike, fmt: str, rounding: str = "rne", overflow: str = "satur
     return _core.encode(_floats(x), fmt, rounding, overflow, seed, sr_bits, threads)
 
 
-def decode(codes: ArrayLike, fmt: str) -> np.ndarray:
+def decode(codes: ArrayLike, fmt: str) -> _np.ndarray:
     """Exact float64 values of ``codes`` (uint8/16/32, or a torch FP8 tensor).
 
     >>> decode([0x7e, 0x01, 0x7f], "e4m3").tolist()
@@ -132,7 +133,7 @@ def decode(codes: ArrayLike, fmt: str) -> np.ndarray:
     return _core.decode(_codes(codes), fmt)
 
 
-def table(fmt: str) -> tuple[np.ndarray, np.ndarray]:
+def table(fmt: str) -> tuple[_np.ndarray, _np.ndarray]:
     """Every code of ``fmt`` (at most 16 bits) and its value, as ``fp8sim table``.
 
     >>> codes, values = table("e2m1"); values[:4]
@@ -141,7 +142,7 @@ def table(fmt: str) -> tuple[np.ndarray, np.ndarray]:
     return _core.table(fmt)
 
 
-def next_up(codes: ArrayLike, fmt: str) -> np.ndarray:
+def next_up(codes: ArrayLike, fmt: str) -> _np.ndarray:
     """Codes of the next larger values (NaN stays NaN; max steps to Inf where there is one).
 
     >>> next_up([0x7d, 0x80], "e4m3")
@@ -150,7 +151,7 @@ def next_up(codes: ArrayLike, fmt: str) -> np.ndarray:
     return _core.next_up(_codes(codes), fmt)
 
 
-def next_down(codes: ArrayLike, fmt: str) -> np.ndarray:
+def next_down(codes: ArrayLike, fmt: str) -> _np.ndarray:
     """Codes of the next smaller values.
 
     >>> next_down([0x00], "e4m3")
@@ -159,7 +160,7 @@ def next_down(codes: ArrayLike, fmt: str) -> np.ndarray:
     return _core.next_down(_codes(codes), fmt)
 
 
-def ulp(codes: ArrayLike, fmt: str) -> np.ndarray:
+def ulp(codes: ArrayLike, fmt: str) -> _np.ndarray:
     """Unit in the last place at each code: the gap to the next value away from zero (at the
     largest finite value, the gap below it); NaN for Inf and NaN codes.
 
@@ -178,12 +179,12 @@ class Quantized(NamedTuple):
     ``"nvfp4"`` the block scales are UE4M3 values for the MMA and ``tensor_scales`` (T x 1,
     float32) the second level: D = fl32(acc * fl32(g_a * g_b)).
     """
-    codes: np.ndarray
-    scales: np.ndarray
+    codes: _np.ndarray
+    scales: _np.ndarray
     scaling: str
     block: int
     saturated: int
-    tensor_scales: Optional[np.ndarray] = None
+    tensor_scales: Optional[_np.ndarray] = None
 
 
 def quantize(x: ArrayLike, fmt: str = "e4m3", granularity: str = "tensor",
@@ -210,7 +211,7 @@ def quantize(x: ArrayLike, fmt: str = "e4m3", granularity: str = "tensor",
     text = _scaling_text(granularity, scale_encoding)
     if _on_cuda(x):
         return _quantize_cuda(x, fmt, text, role, tensor_rows)
-    a = as_array(x, np.float64)
+    a = as_array(x, _np.float64)
     return Quantized(*_core.quantize(a, fmt, text, role, tensor_rows, threads))
 
 
@@ -246,7 +247,7 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
          block: Optional[int] = None, scale_order: Optional[str] = None, out_type: str = "f32",
          device: Optional[str] = None, threads: int = 0, bias: Optional[ArrayLike] = None,
          split_k: int = 1, split_k_align: Optional[int] = None, mx_block: int = 0,
-         mx_scale: str = "", kernel: Optional[str] = None) -> np.ndarray:
+         mx_scale: str = "", kernel: Optional[str] = None) -> _np.ndarray:
     """D = A B^T through an accumulator model: the same bits as ``fp8sim gemm``.
 
     ``a`` (M x K) and ``b`` (N x K: each row one column, cuBLASLt's TN) are uint8 codes of
@@ -275,7 +276,7 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
     copied to the host). A block-scaled model's operands go through the host (one copy each
     way).
 
-    >>> import ml_dtypes; r = np.random.default_rng(0)
+    >>> import numpy as np, ml_dtypes; r = np.random.default_rng(0)
     >>> A = r.normal(size=(2, 256)).astype(ml_dtypes.float8_e4m3fn)
     >>> B = r.normal(size=(3, 256)).astype(ml_dtypes.float8_e4m3fn)
     >>> gemm(A.view(np.uint8), B.view(np.uint8))
@@ -297,14 +298,14 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
             a, b, c, a_scales, b_scales = (t.detach().cpu() if _on_cuda(t) else t
                                            for t in (a, b, c, a_scales, b_scales))
             options.device = "cuda"
-            d = _core.gemm(_codes(a, np.uint8), _codes(b, np.uint8),
+            d = _core.gemm(_operand(a, "a", a_format), _operand(b, "b", b_format),
                            None if c is None else as_array(c), _host(a_scales),
                            _host(b_scales), _f32(bias), options)
             import torch
             return torch.from_numpy(d).to(dev)
         return _gemm_cuda(a, b, c, a_scales, b_scales, bias, options, device)
     options.device = device or "cpu"
-    return _core.gemm(_codes(a, np.uint8), _codes(b, np.uint8),
+    return _core.gemm(_operand(a, "a", a_format), _operand(b, "b", b_format),
                       None if c is None else as_array(c), _host(a_scales), _host(b_scales),
                       _f32(bias), options)
 
@@ -330,7 +331,7 @@ def kernels() -> list[tuple[str, str, str, str, str, str]]:
 
 def mma(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, model: str = "hopper-wgmma",
         a_format: str = "e4m3", b_format: str = "e4m3", a_scales: Optional[ArrayLike] = None,
-        b_scales: Optional[ArrayLike] = None) -> np.ndarray:
+        b_scales: Optional[ArrayLike] = None) -> _np.ndarray:
     """T independent tensor-core dot products: ``D[t]`` is the model's chain of instructions
     over row t of ``a`` and ``b`` (both T x K codes: uint8, uint16 or uint32, so FP16, BF16
     and TF32 operands too) with ``c[t]`` (float32, default 0) entering the first; each a value
@@ -341,7 +342,7 @@ def mma(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, model: str = 
     the model's scale format; they are applied inside each step, as the hardware does.
     This is the entry the MMA-Sim differential tests use.
 
-    >>> import ml_dtypes
+    >>> import numpy as np, ml_dtypes
     >>> a = np.array([[1.5, 2, 0.25, -3] * 8], ml_dtypes.float8_e4m3fn).view(np.uint8)
     >>> mma(a, a, np.array([1e-3], np.float32), model="hopper-wgmma")  # c below the cut
     array([122.5], dtype=float32)
@@ -349,24 +350,46 @@ def mma(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, model: str = 
     def scales(x):
         return None if x is None else as_array(x)
     return _core.mma(_codes(a), _codes(b), None if c is None else
-                     np.ascontiguousarray(as_array(c), dtype=np.float32), scales(a_scales),
+                     _np.ascontiguousarray(as_array(c), dtype=_np.float32), scales(a_scales),
                      scales(b_scales), a_format, b_format, model)
+
+
+def _operand(x: ArrayLike, name: str, fmt: Optional[str]) -> _np.ndarray:
+    """A GEMM operand's uint8 codes; float values are refused with what to do instead."""
+    a = _codes(x, _np.uint8)
+    if a.dtype.kind in "fc" or a.dtype.name == "bfloat16":
+        fmt = fmt or "e4m3"
+        raise ValueError(
+            f"{name}: {a.dtype} values, but gemm takes {fmt} codes (uint8): quantize first "
+            f"(q = fp8sim.quantize(x, '{fmt}'): codes and scales, as gemm's a_scales/b_scales) "
+            f"or encode (fp8sim.encode(x, '{fmt}'): codes, no scaling)")
+    return a
+
+
+def _require_pandas(what: str):
+    """pandas, or one line saying how to install it (the [sweep] extra)."""
+    try:
+        import pandas
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError(f"fp8sim.{what} needs pandas: pip install 'fp8sim[sweep]' "
+                                  "(or pip install pandas)") from None
+    return pandas
 
 
 def _on_cuda(x: ArrayLike) -> bool:
     return type(x).__module__.startswith("torch") and x.device.type == "cuda"
 
 
-def _f32(x: Optional[ArrayLike]) -> Optional[np.ndarray]:
+def _f32(x: Optional[ArrayLike]) -> Optional[_np.ndarray]:
     """A bias (any float array, torch tensors on any device) as float32 host values."""
     if x is None:
         return None
     if type(x).__module__.startswith("torch"):
         x = x.detach().float().cpu()
-    return np.ascontiguousarray(as_array(x), dtype=np.float32)
+    return _np.ascontiguousarray(as_array(x), dtype=_np.float32)
 
 
-def _host(x: Optional[ArrayLike]) -> Optional[np.ndarray]:
+def _host(x: Optional[ArrayLike]) -> Optional[_np.ndarray]:
     """A small argument (scales) as a host array; torch tensors on any device are copied."""
     if x is None:
         return None
@@ -429,7 +452,7 @@ def sweep(distributions: Sequence[str] = ("gaussian",), k: Sequence[int] = (4096
     [4, 4, 4, 4]
     """
     import io
-    import pandas as pd
+    pd = _require_pandas("sweep")
     csv, skipped = _core.sweep_csv(list(distributions), list(k), list(rho), list(formats),
                                    list(scalings), list(promote_every), list(models), trials,
                                    tensor_rows, seed, threads, skip_invalid)
@@ -458,7 +481,7 @@ def replay(dir: str, model: str = "", promote_every: int = -1, case: str = "",
     return report
 
 
-def _analysis_input(x: ArrayLike, name: str) -> tuple[np.ndarray, str]:
+def _analysis_input(x: ArrayLike, name: str) -> tuple[_np.ndarray, str]:
     """A 2-D float input as float32 values and the dtype they were (f32, bf16, f16)."""
     if type(x).__module__.startswith("torch"):
         import torch
@@ -466,16 +489,16 @@ def _analysis_input(x: ArrayLike, name: str) -> tuple[np.ndarray, str]:
         label = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}.get(t.dtype)
         if label is None:
             raise ValueError(f"{name}: torch dtype {t.dtype}: expected float32, bfloat16 or float16")
-        return np.ascontiguousarray(t.float().cpu().numpy()), label
-    a = np.asarray(x)
+        return _np.ascontiguousarray(t.float().cpu().numpy()), label
+    a = _np.asarray(x)
     label = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}.get(a.dtype.name)
     if label is None:
-        if a.dtype == np.float64 and np.array_equal(a.astype(np.float32).astype(np.float64), a):
+        if a.dtype == _np.float64 and _np.array_equal(a.astype(_np.float32).astype(_np.float64), a):
             label = "f32"  # float64 holding float32 values (e.g. Python floats)
         else:
             raise ValueError(f"{name}: dtype {a.dtype}: expected float32, bfloat16 or float16 "
                              "values")
-    return np.ascontiguousarray(a.astype(np.float32)), label
+    return _np.ascontiguousarray(a.astype(_np.float32)), label
 
 
 def analyze(a: ArrayLike, b: ArrayLike, recipes: Sequence[str] = (),
@@ -496,14 +519,14 @@ def analyze(a: ArrayLike, b: ArrayLike, recipes: Sequence[str] = (),
     written as the CLI writes them: all three or none (a full disk leaves no temporary).
     ``out_type`` (f32|bf16|f16, default f32) applies to the grid only.
 
-    >>> r = np.random.default_rng(0)
+    >>> import numpy as np; r = np.random.default_rng(0)
     >>> df = analyze(r.normal(size=(64, 256)).astype(np.float32),
     ...              r.normal(size=(32, 256)).astype(np.float32), recipes=["fast-accum"])
     >>> df[["recipe", "k"]].values.tolist()
     [['fast-accum', 256]]
     """
     import io
-    import pandas as pd
+    pd = _require_pandas("analyze")
     A, a_dtype = _analysis_input(a, "a")
     B, b_dtype = _analysis_input(b, "b")
     texts = _core.analyze_csv(A, B, a_dtype, b_dtype, list(recipes), list(formats),
@@ -516,7 +539,7 @@ def analyze(a: ArrayLike, b: ArrayLike, recipes: Sequence[str] = (),
     return df
 
 
-def probe(kernel: Optional[Callable[[np.ndarray, np.ndarray, np.ndarray], ArrayLike]] = None,
+def probe(kernel: Optional[Callable[[_np.ndarray, _np.ndarray, _np.ndarray], ArrayLike]] = None,
           model: str = "hopper-wgmma", promote_every: int = 0, format: str = "e4m3",
           b_format: Optional[str] = None, max_k: int = 4096, max_group: int = 256,
           k_multiple: int = 1) -> dict:
@@ -533,6 +556,12 @@ def probe(kernel: Optional[Callable[[np.ndarray, np.ndarray, np.ndarray], ArrayL
     wrapped = None
     if kernel is not None:
         def wrapped(a, b, c):
-            return np.ascontiguousarray(as_array(kernel(a, b, c)), dtype=np.float32)
+            return _np.ascontiguousarray(as_array(kernel(a, b, c)), dtype=_np.float32)
     return _core.probe(wrapped, model, promote_every, format, b_format, max_k, max_group,
                        k_multiple)
+
+
+# The public namespace is __all__ (plus the submodule torch, once imported): the typing names
+# this module used at import time go (annotations are strings: `from __future__ import
+# annotations`), numpy is _np.
+del annotations, Any, Callable, NamedTuple, Optional, Sequence, Union

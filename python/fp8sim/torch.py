@@ -10,7 +10,7 @@ values with rne and saturation (other roundings, NaN and Inf go through the CPU,
 codes come back to the input's device).
 
 What ``scaled_mm`` models of cuBLASLt (``torch._scaled_mm``), all measured on an H100 and an
-H200 with CUDA 13 (README "cuBLASLt"): Hopper ``wgmma`` promoted to FP32 every 128 K
+H200 with CUDA 13 (docs/cublaslt.md): Hopper ``wgmma`` promoted to FP32 every 128 K
 elements without fast accumulation and never with it; split-K (``split_k``: the numSplitsK
 cuBLASLt chose for the shape, which its log shows, e.g. CUBLASLT_LOG_LEVEL=2); tensor and
 row scales applied once after K (``scale_order="cublaslt"``), block scales at each 128-K
@@ -20,11 +20,16 @@ block; bias added in FP32 before the output rounding. Not measured: FP8 outputs 
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Optional
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError:
+    raise ModuleNotFoundError("fp8sim.torch needs PyTorch: pip install 'fp8sim[torch]' (or pip "
+                              "install torch)") from None
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import fp8sim as _fp8sim
@@ -48,7 +53,29 @@ def _codes(t: torch.Tensor) -> torch.Tensor:
 
 # ---- custom ops ---------------------------------------------------------------------------
 
-@torch.library.custom_op("fp8sim::gemm", mutates_args=())
+_LIB = torch.library.Library("fp8sim", "DEF")
+
+
+def _op(fn):
+    """``fn`` as the torch op ``fp8sim::<name>``, its schema inferred from the annotations as
+    ``torch.library.custom_op`` does, defined through ``torch.library.Library`` (one kernel for
+    every device). Not ``custom_op``: its first call imports torch._dynamo and Inductor
+    (``torch._disable_dynamo``), 3 to 10 s on a 2-core machine, which these ops do not need
+    (they have no autograd of their own; ``Float8Linear`` wraps them in an autograd.Function).
+    ``torch.compile`` runs them through the fake kernels registered with ``.register_fake``."""
+    name = fn.__name__
+    _LIB.define(name + torch.library.infer_schema(fn, mutates_args=()))
+    _LIB.impl(name, fn, "CompositeExplicitAutograd")
+    packet = getattr(torch.ops.fp8sim, name)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        return packet(*args, **kwargs)
+    call.register_fake = lambda f: torch.library.register_fake(f"fp8sim::{name}", f, lib=_LIB)
+    return call
+
+
+@_op
 def gemm(a: torch.Tensor, b: torch.Tensor, c: Optional[torch.Tensor] = None,
          a_scales: Optional[torch.Tensor] = None, b_scales: Optional[torch.Tensor] = None,
          a_format: str = "e4m3", b_format: str = "e4m3", model: str = "hopper-wgmma",
@@ -81,7 +108,7 @@ def _(a, b, c=None, a_scales=None, b_scales=None, a_format="e4m3", b_format="e4m
     return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.float32)
 
 
-@torch.library.custom_op("fp8sim::quantize", mutates_args=())
+@_op
 def quantize(x: torch.Tensor, fmt: str = "e4m3", granularity: str = "tensor",
              scale_encoding: str = "", role: str = "a") -> tuple[torch.Tensor, torch.Tensor]:
     """``fp8sim.quantize`` as a torch op: T x K floats -> (uint8 codes, float32 scales in
@@ -112,7 +139,7 @@ def _(x, fmt="e4m3", granularity="tensor", scale_encoding="", role="a"):
             x.new_empty((rows, cols), dtype=torch.float32))
 
 
-@torch.library.custom_op("fp8sim::encode", mutates_args=())
+@_op
 def encode(x: torch.Tensor, fmt: str = "e4m3", rounding: str = "rne",
            overflow: str = "saturate", seed: int = 0) -> torch.Tensor:
     """``fp8sim.encode`` as a torch op (formats of at most 8 bits): uint8 codes of x.
@@ -503,6 +530,20 @@ class _Float8LinearFunction(torch.autograd.Function):
         return dx, dw, None
 
 
+def _check_linear(in_features: int, out_features: int, r: Recipe) -> None:
+    """Refuses, at construction, a layer whose Fprop or Dgrad GEMM the recipe cannot run (K
+    not a multiple of the model's group or the scale blocks, ...): each runs once on zeros of
+    the layer's K (at most 128 rows of B), so the library's own checks decide. Wgrad's K is
+    the number of tokens, known only at the first backward."""
+    for gemm, g, k, n in (("Fprop", r.fprop, in_features, out_features),
+                          ("Dgrad", r.dgrad, out_features, in_features)):
+        try:
+            _recipe_mm(g, torch.zeros(1, k), torch.zeros(min(n, 128), k))
+        except (ValueError, RuntimeError) as e:
+            raise ValueError(f"Float8Linear({in_features}, {out_features}, recipe={r.name}): "
+                             f"{gemm} (K = {k}): {e}") from None
+
+
 class Float8Linear(torch.nn.Linear):
     """``nn.Linear`` whose Fprop, Dgrad and Wgrad GEMMs go through fp8sim under a recipe
     (bias added in the input's precision, as torchao and TransformerEngine do).
@@ -515,17 +556,21 @@ class Float8Linear(torch.nn.Linear):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
                  recipe: "str | Recipe" = "deepseek-v3", device=None, dtype=None):
+        r = globals()["recipe"](recipe)
+        _check_linear(in_features, out_features, r)
         super().__init__(in_features, out_features, bias, device, dtype)
-        self.recipe = globals()["recipe"](recipe)
+        self.recipe = r
 
     @classmethod
     def from_linear(cls, lin: torch.nn.Linear, recipe: "str | Recipe") -> "Float8Linear":
         """A Float8Linear sharing ``lin``'s parameters (no copy)."""
+        r = globals()["recipe"](recipe)
+        _check_linear(lin.in_features, lin.out_features, r)
         new = cls.__new__(cls)
         torch.nn.Module.__init__(new)
         new.in_features, new.out_features = lin.in_features, lin.out_features
         new.weight, new.bias = lin.weight, lin.bias
-        new.recipe = globals()["recipe"](recipe)
+        new.recipe = r
         return new
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

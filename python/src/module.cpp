@@ -5,6 +5,7 @@
 NB_MODULE(_core, m) {
   m.doc() = "fp8sim's C++ core; use the fp8sim package, which wraps these functions.";
   m.attr("git_revision") = fp8sim::git_revision();
+  m.attr("version") = FP8SIM_VERSION;  // CMakeLists.txt's project VERSION (pyproject reads it too)
   fp8sim::py::bind_format(m);
   fp8sim::py::bind_gemm(m);
   fp8sim::py::bind_study(m);

@@ -9,6 +9,7 @@
 
 #include "cli/options.hpp"
 #include "commands.hpp"
+#include "revision.hpp"
 #include "std_streams.hpp"
 
 namespace {
@@ -29,6 +30,9 @@ int main(int argc, char** argv) {
   fp8sim::guard_standard_descriptors();
   CLI::App app{"fp8sim: bit-accurate FP8 formats, tensor-core accumulators and GEMMs"};
   app.require_subcommand(1);
+  // FP8SIM_VERSION: the project's VERSION in CMakeLists.txt (the one version number).
+  app.set_version_flag("--version", fmt::format("fp8sim {} (git {})", FP8SIM_VERSION,
+                                                fp8sim::git_revision()));
   app.failure_message(CLI::FailureMessage::simple);
   fp8sim::cli::add_convert_commands(app);
   fp8sim::cli::add_gemm_commands(app);

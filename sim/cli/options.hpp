@@ -104,6 +104,8 @@ inline int parse_command_line(CLI::App& app, int argc, char** argv, const std::s
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {  // --version: the text on stdout, exit 0
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
     fmt::print(stderr, "{}: error: {}\n", program, printable(e.what()));
     return 2;
