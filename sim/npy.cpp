@@ -88,10 +88,11 @@ struct HeaderParser {
   }
 };
 
-std::string show_shape(const std::vector<std::size_t>& s) {
+// "(3, *)": a 0 read as "any extent" is written "*" when zero_is_any.
+std::string show_shape(const std::vector<std::size_t>& s, bool zero_is_any) {
   std::string out = "(";
   for (std::size_t i = 0; i < s.size(); ++i)
-    out += (i ? ", " : "") + (s[i] ? std::to_string(s[i]) : std::string("*"));
+    out += (i ? ", " : "") + (s[i] || !zero_is_any ? std::to_string(s[i]) : std::string("*"));
   return out + ")";
 }
 
@@ -181,6 +182,16 @@ NpyReader::NpyReader(const std::string& path)
 }
 
 void NpyReader::expect(const std::string& descr, const std::vector<std::size_t>& shape) const {
+  check(descr, shape, /*zero_is_any=*/true);
+}
+
+void NpyReader::expect_exactly(const std::string& descr,
+                               const std::vector<std::size_t>& shape) const {
+  check(descr, shape, /*zero_is_any=*/false);
+}
+
+void NpyReader::check(const std::string& descr, const std::vector<std::size_t>& shape,
+                      bool zero_is_any) const {
   auto same = [](const std::string& x, const std::string& y) {
     // |u1 and <u1 are the same dtype.
     auto norm = [](std::string d) {
@@ -193,10 +204,10 @@ void NpyReader::expect(const std::string& descr, const std::vector<std::size_t>&
     fail(path_, fmt::format("expected dtype {}, got {}", descr, head_.descr));
   bool ok = head_.shape.size() == shape.size();
   for (std::size_t i = 0; ok && i < shape.size(); ++i)
-    ok = shape[i] == 0 || shape[i] == head_.shape[i];
+    ok = (zero_is_any && shape[i] == 0) || shape[i] == head_.shape[i];
   if (!ok)
-    fail(path_,
-         fmt::format("expected shape {}, got {}", show_shape(shape), show_shape(head_.shape)));
+    fail(path_, fmt::format("expected shape {}, got {}", show_shape(shape, zero_is_any),
+                            show_shape(head_.shape, /*zero_is_any=*/false)));
 }
 
 NpyArray NpyReader::read() {

@@ -41,9 +41,14 @@ class NpyReader {
   // Throws unless the dtype is `descr` and the shape `shape` (a 0 in `shape` matches any
   // extent): "<path>: expected dtype <f4, got |u1", "<path>: expected shape (3, *), got (4,)".
   void expect(const std::string& descr, const std::vector<std::size_t>& shape) const;
+  // As expect, every extent exact (0 matches only 0): for an operand whose shape follows
+  // from the others' (C is M x N, a bias N) where M or N may be 0.
+  void expect_exactly(const std::string& descr, const std::vector<std::size_t>& shape) const;
   NpyArray read();  // the header and the data (once)
 
  private:
+  void check(const std::string& descr, const std::vector<std::size_t>& shape,
+             bool zero_is_any) const;
   std::string path_;
   InputFile in_;
   NpyArray head_;   // descr and shape; no data

@@ -397,6 +397,12 @@ TEST_CASE("gemm: M = 0 or N = 0 gives an empty D (as torch.mm); K = 0 is refused
     CHECK(read_npy((workdir() / "Dempty.npy").string()).shape == shape);
   }
   bad("gemm --a K0.npy --b K0.npy", "K = 0");
+  // With M or N = 0, C and the bias still have exactly the shape D and N give them.
+  const std::vector<float> c15(15, 0.0f);
+  write_npy((workdir() / "C53.npy").string(), "<f4", {5, 3}, c15.data(), 60);
+  write_npy((workdir() / "bias4.npy").string(), "<f4", {4}, c15.data(), 16);
+  bad("gemm --a E0.npy --b B.npy --c C53.npy", "expected shape (0, 3), got (5, 3)");
+  bad("gemm --a B.npy --b E0.npy --bias bias4.npy", "expected shape (0), got (4)");
   bad("gemm --a E0.npy --b B.npy --model hopper-wgmma --promote-every 48", "promote_every = 48");
 }
 

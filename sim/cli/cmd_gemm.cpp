@@ -71,8 +71,8 @@ void run_gemm(const GemmArgs& g) {
   }
   validate(s, int(M), int(N), int(K));
   std::optional<NpyReader> rc, rbias, rsa, rsb;
-  if (!g.c.empty()) rc.emplace(g.c).expect("<f4", {M, N});
-  if (!g.bias.empty()) rbias.emplace(g.bias).expect("<f4", {N});
+  if (!g.c.empty()) rc.emplace(g.c).expect_exactly("<f4", {M, N});
+  if (!g.bias.empty()) rbias.emplace(g.bias).expect_exactly("<f4", {N});
   ScaleShapes sh{};
   if (s.scaling != Scaling::none) {
     sh = scale_shapes(s, int(M), int(N), int(K));
