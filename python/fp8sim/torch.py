@@ -205,8 +205,7 @@ _warned_default_gpu = []
 
 def explain(m: int, n: int, k: int, out_dtype: "torch.dtype | str" = torch.bfloat16,
             use_fast_accum: bool = False, scale: str = "tensor", bias=False,
-            gpu: Optional[str] = None, split_k: Optional[int] = None, device=None,
-            warn_default: bool = False) -> Plan:
+            gpu: Optional[str] = None, split_k: Optional[int] = None, device=None) -> Plan:
     """The plan of one ``torch._scaled_mm`` call (a: m x k, b: k x n, e4m3): which split-K
     cuBLASLt runs, and whether that comes from the GPU, a recorded table or a rule.
 
@@ -254,16 +253,9 @@ def explain(m: int, n: int, k: int, out_dtype: "torch.dtype | str" = torch.bfloa
                     algo_id=q["algo_id"],
                     detail=f"cuBLASLt {v['cublaslt_version']} asked as torch {v['torch']} asks")
     if gpu is None:
-        if not warn_default:
-            raise ValueError(f"explain: {m}x{n}x{k}: no GPU here to ask cuBLASLt; name a recorded "
-                             f"GPU (gpu={' or '.join(repr(g) for g in _fp8sim._core.recorded_gpus())}) "
-                             "or pass split_k")
-        gpu = "h100"
-        if not _warned_default_gpu:
-            _warned_default_gpu.append(True)
-            import warnings
-            warnings.warn("fp8sim.torch: CPU tensors get cuBLASLt's plan as recorded on an H100 "
-                          "(gpu='h100'); pass gpu= or split_k= to choose", stacklevel=3)
+        raise ValueError(f"explain: {m}x{n}x{k}: no GPU here to ask cuBLASLt; name a recorded "
+                         f"GPU (gpu={' or '.join(repr(g) for g in _fp8sim._core.recorded_gpus())}) "
+                         "or pass split_k")
     d = _fp8sim._core.cublaslt_plan(gpu, m, n, k, out, bool(use_fast_accum), scale,
                                     bias is not False and bias is not None)
     detail = f"{d['why']} ({d['versions']})"
@@ -281,9 +273,16 @@ def _plan_split(m: int, n: int, k: int, out: str, fast: bool, scale: str, bias: 
                 device: str) -> int:
     """explain()'s split for a call (bias: its dtype's name or ""; device: "" for CPU
     tensors). A constant for torch.compile: the plan depends on shapes and settings only."""
+    if not gpu and not device and not torch.cuda.is_available():
+        gpu = "h100"  # CPU tensors on a machine without a GPU: the H100's tables, said once
+        if not _warned_default_gpu:
+            _warned_default_gpu.append(True)
+            import warnings
+            warnings.warn("fp8sim.torch: CPU tensors get cuBLASLt's plan as recorded on an H100 "
+                          "(gpu='h100'); pass gpu= or split_k= to choose", stacklevel=4)
     return explain(m, n, k, out_dtype=out, use_fast_accum=fast, scale=scale,
                    bias=bias or False, gpu=gpu or None,
-                   device=torch.device(device) if device else None, warn_default=True).split_k
+                   device=torch.device(device) if device else None).split_k
 
 
 # ---- scaled_mm ----------------------------------------------------------------------------
@@ -302,9 +301,10 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     means a's dtype (FP8: ``D * scale_result`` rounded with saturation). Defaults: what
     cuBLASLt does on an H100 or H200 -- ``hopper-wgmma`` promoted every 128 without fast
     accumulation and never with it, scales and bias in cuBLASLt's epilogue, and the split-K
-    cuBLASLt chooses for the call (``explain()``): on CUDA tensors asked of cuBLASLt on
-    their GPU; on CPU tensors from the tables recorded on ``gpu`` ("h100", "h200"; default
-    "h100", with a warning), refused where they cannot decide. ``split_k`` overrides the
+    cuBLASLt chooses for the call (``explain()``): asked of cuBLASLt on the tensors' GPU (on
+    CPU tensors, this machine's GPU where it has one), else from the tables recorded on
+    ``gpu`` ("h100", "h200"; default "h100", with a warning once), refused where they cannot
+    decide. ``split_k`` overrides the
     plan; slices round up to ``split_k_align`` elements (default: 512 with block scales, else
     128, as cuBLASLt's kernels do). With ``model`` given (a model of your own, not cuBLASLt),
     ``promote_every`` defaults to 0 and ``split_k`` to 1.
