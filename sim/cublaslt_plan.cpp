@@ -24,6 +24,7 @@ struct Table {
   json meta;
   std::vector<int> m, n, k;
   std::vector<std::string> variants;
+  std::vector<std::string> fields;   // the columns of meta["configs"]
   std::vector<std::uint16_t> codes;  // variants x |m| x |n| x |k|, expanded
   std::uint16_t none = 65535;
   std::string name;
@@ -40,6 +41,7 @@ Table parse_table(std::string_view name, std::string_view meta, std::string_view
     t.n = ints(t.meta.at("axes").at("n"));
     t.k = ints(t.meta.at("axes").at("k"));
     t.variants = t.meta.at("variants").get<std::vector<std::string>>();
+    t.fields = t.meta.at("fields").get<std::vector<std::string>>();
     t.none = t.meta.value("none", 65535);
   } catch (const json::exception& e) {
     throw std::invalid_argument(fmt::format("cuBLASLt plan table {}: {}", name, e.what()));
@@ -151,10 +153,9 @@ CublasltPlan cublaslt_plan(std::string_view gpu, const ScaledMmCall& c) {
         ((std::size_t(v) * t.m.size() + i) * t.n.size() + j) * t.k.size() + l;
     const std::uint16_t code = t.codes[at];
     if (code == t.none) return refuse("cuBLASLt returned no algorithm when this was recorded");
-    const json& cfg = t.meta.at("configs").at(code);  // fields as meta["fields"]
-    const auto fields = t.meta.at("fields").get<std::vector<std::string>>();
+    const json& cfg = t.meta.at("configs").at(code);  // columns as t.fields
     auto field = [&](const char* name) -> const json& {
-      return cfg.at(std::find(fields.begin(), fields.end(), name) - fields.begin());
+      return cfg.at(std::find(t.fields.begin(), t.fields.end(), name) - t.fields.begin());
     };
     p.algo_id = field("algo_id").get<int>();
     p.tile = field("tile").get<std::string>();

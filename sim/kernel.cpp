@@ -10,6 +10,18 @@
 
 namespace fp8sim {
 
+namespace {
+
+// The scalings a kernel takes, joined by `sep`.
+std::string scalings_text(const KernelSpec& k, std::string_view sep) {
+  std::string out;
+  for (const Scaling x : k.scalings)
+    out += (out.empty() ? "" : std::string(sep)) + std::string(to_string(x));
+  return out;
+}
+
+}  // namespace
+
 const std::vector<KernelSpec>& kernel_presets() {
   using enum Scaling;
   static const std::vector<KernelSpec> table = {
@@ -104,10 +116,9 @@ const KernelSpec& kernel_by_name(std::string_view name) {
 
 void apply_kernel(GemmSpec& s, const KernelSpec& k) {
   if (std::find(k.scalings.begin(), k.scalings.end(), s.scaling) == k.scalings.end()) {
-    std::string takes;
-    for (const Scaling x : k.scalings) takes += (takes.empty() ? "" : ", ") + std::string(to_string(x));
     throw std::invalid_argument(fmt::format("kernel {} does not take scaling {} (it takes {})",
-                                            k.name, to_string(s.scaling), takes));
+                                            k.name, to_string(s.scaling),
+                                            scalings_text(k, ", ")));
   }
   s.model = accumulator_by_name(k.model);
   s.promote_every = k.promote_every;
@@ -119,8 +130,7 @@ void apply_kernel(GemmSpec& s, const KernelSpec& k) {
 }
 
 std::string describe(const KernelSpec& k) {
-  std::string takes;
-  for (const Scaling x : k.scalings) takes += (takes.empty() ? "" : "/") + std::string(to_string(x));
+  const std::string takes = scalings_text(k, "/");
   std::string d = fmt::format("model {}, {}, scales {} ({})", k.model,
                               k.promote_every == 0 ? std::string("never promoted")
                                                    : fmt::format("promoted every {}", k.promote_every),
