@@ -15,6 +15,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 profile="${1:-tests}"
+lap=$SECONDS
+took() { echo "setup: $1 took $((SECONDS - lap)) s"; lap=$SECONDS; }
 case "$profile" in
   experiments|tests) ;;
   *) echo "setup: unknown profile '$profile' (experiments or tests)" >&2; exit 2 ;;
@@ -34,6 +36,7 @@ if ((${#missing[@]})); then
   lock=(-o DPkg::Lock::Timeout=600)   # wait for another apt-get / dpkg, do not fail at once
   $sudo apt-get "${lock[@]}" update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get "${lock[@]}" install -y -qq "${missing[@]}" >/dev/null
+  took "Debian packages"
 fi
 
 # 2. Python packages into .venv, each requirements file once (a stamp holds its hash).
@@ -49,6 +52,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   .venv/bin/python -m pip install -q -r "$requirements"
   echo "$want" > "$stamp"
+  took "Python packages"
 fi
 
 # The tests profile builds the core twice (the Python package in build-py/, everything in
@@ -75,6 +79,7 @@ if [ "$profile" = tests ]; then
   [ -L .venv/bin/fp8sim ] && rm -f .venv/bin/fp8sim
   .venv/bin/python -m pip install -q --no-build-isolation . > pip.log 2>&1 || { cat pip.log; exit 1; }
   rm -f pip.log
+  took "pip install . (build-py)"
 fi
 
 # 3. build/: everything for the tests; for the experiments only their binaries and the CLI,
@@ -97,6 +102,7 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP8SIM_BUILD_TESTS="$t
 grep -E '^-- fp8sim' build.log || true
 cmake --build build -j"$(nproc)" "${targets[@]}" 2>&1 | tail -n 3
 rm -f build.log
+took "build/"
 command -v ccache >/dev/null && [ "$profile" = tests ] && echo "setup: ccache: $(ccache -s 2>/dev/null | grep -iE '^ *hits:' | head -n 1 | xargs)"
 echo "setup: $profile: done in $SECONDS s"
 # `fp8sim` (and `fp8sim-hw` where built) in .venv/bin, beside python: on PATH once the venv is
