@@ -21,12 +21,12 @@
 #include <unistd.h>
 
 #include "cli/options.hpp"
-#include "output_file.hpp"
-#include "convert_batch.hpp"
-#include "npy.hpp"
-#include "parallel.hpp"
-#include "revision.hpp"
-#include "rng.hpp"
+#include "io/output_file.hpp"
+#include "format/convert_batch.hpp"
+#include "io/npy.hpp"
+#include "base/parallel.hpp"
+#include "io/revision.hpp"
+#include "base/rng.hpp"
 
 using namespace fp8sim;
 namespace fs = std::filesystem;

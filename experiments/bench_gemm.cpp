@@ -25,13 +25,13 @@
 #include <tuple>
 
 #include "cli/options.hpp"
-#include "gemm.hpp"
-#include "gemm_device.hpp"
-#include "npy.hpp"
-#include "parallel.hpp"
-#include "rng.hpp"
+#include "gemm/gemm.hpp"
+#include "gemm/gemm_device.hpp"
+#include "io/npy.hpp"
+#include "base/parallel.hpp"
+#include "base/rng.hpp"
 #ifdef FP8SIM_HAVE_CUBLASLT_BENCH
-#include "cublaslt_bench.hpp"
+#include "hw/cublaslt_bench.hpp"
 #endif
 
 using namespace fp8sim;

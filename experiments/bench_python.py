@@ -92,20 +92,20 @@ def bench_cuda(a, A, B):
     x = torch.randn(a.m, a.k, device="cuda")
 
     def on_gpu_quantize():
-        fp8sim.quantize(x, "e4m3", "tile:128")
+        fp8sim.quantize(x, "e4m3", "tile128")
         torch.cuda.synchronize()
 
     def via_host_quantize():
-        torch.from_numpy(fp8sim.quantize(x.cpu(), "e4m3", "tile:128").codes).to(x.device)
+        torch.from_numpy(fp8sim.quantize(x.cpu(), "e4m3", "tile128").codes).to(x.device)
         torch.cuda.synchronize()
 
     on_gpu_quantize()
     gpu_q = best_of(a.reps, on_gpu_quantize)
     host_q = best_of(a.reps, via_host_quantize)
     n = a.m * a.k
-    print(f"cuda quantize {a.m}x{a.k} e4m3 tile:128 on the GPU   {gpu_q * 1e3:8.3f} ms  "
+    print(f"cuda quantize {a.m}x{a.k} e4m3 tile128 on the GPU   {gpu_q * 1e3:8.3f} ms  "
           f"{n / gpu_q:.3g} values/s")
-    print(f"cuda quantize {a.m}x{a.k} e4m3 tile:128 via the host {host_q * 1e3:8.3f} ms  "
+    print(f"cuda quantize {a.m}x{a.k} e4m3 tile128 via the host {host_q * 1e3:8.3f} ms  "
           f"({host_q / gpu_q:.1f}x the GPU's time)")
     lin = ft.Float8Linear(a.k, a.n, bias=False, recipe="deepseek-v3", device="cuda")
     xg = x.clone().requires_grad_()

@@ -12,11 +12,11 @@
 #include <thread>
 
 #include "cli/options.hpp"
-#include "output_file.hpp"
-#include "std_streams.hpp"
-#include "parallel.hpp"
-#include "provenance.hpp"
-#include "revision.hpp"
+#include "io/output_file.hpp"
+#include "io/std_streams.hpp"
+#include "base/parallel.hpp"
+#include "io/provenance.hpp"
+#include "io/revision.hpp"
 
 namespace fp8sim::experiments {
 

@@ -10,7 +10,7 @@
 #include <functional>
 #include <string>
 
-#include "sweep.hpp"
+#include "analysis/sweep.hpp"
 
 namespace fp8sim::experiments {
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "format.hpp"
-#include "npy.hpp"
+#include "format/format.hpp"
+#include "io/npy.hpp"
 
 namespace fp8sim::test {
 

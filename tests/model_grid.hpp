@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "accumulator.hpp"
+#include "accumulator/accumulator.hpp"
 
 namespace fp8sim::test {
 

@@ -5,7 +5,7 @@
 #   1. ctest -L 'gpu|golden' (the CUDA engine against the CPU engine, every hardware capture
 #      and kernel capture replayed),
 #   2. pytest on the GPU tests of tests/python (-m gpu; PYTEST_ARGS to choose others),
-#   3. cuda/check_scaled_mm.py: fp8sim.torch.scaled_mm against live torch._scaled_mm on random
+#   3. cuda/capture/check_scaled_mm.py: fp8sim.torch.scaled_mm against live torch._scaled_mm on random
 #      shapes (N_SHAPES, default 300), bit for bit,
 # and writes each stage's log and a summary into OUT (default: gpu-out/). On a GPU machine
 # without this machine's Debian packages, give their staged copy (cuda/stage_deps.sh DIR) as
@@ -42,7 +42,7 @@ FP8SIM_CLI="$root/build-gpu/sim/fp8sim" "$python" -m pytest -q -p no:cacheprovid
   ${PYTEST_ARGS:--m gpu} tests/python \
   > "$out/pytest.log" 2>&1 || failed+=("pytest")
 tail -n 3 "$out/pytest.log"
-"$python" cuda/check_scaled_mm.py --shapes "${N_SHAPES:-300}" --json "$out/scaled_mm.json" \
+"$python" cuda/capture/check_scaled_mm.py --shapes "${N_SHAPES:-300}" --json "$out/scaled_mm.json" \
   > "$out/scaled_mm.log" 2>&1 || failed+=("scaled_mm")
 tail -n 4 "$out/scaled_mm.log"
 if ((${#failed[@]})); then

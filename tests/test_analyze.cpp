@@ -12,11 +12,11 @@
 #include <sstream>
 #include <vector>
 
-#include "analyze.hpp"
+#include "analysis/analyze.hpp"
 #include "cli_runner.hpp"
-#include "exact.hpp"
-#include "npy.hpp"
-#include "rng.hpp"
+#include "accumulator/exact.hpp"
+#include "io/npy.hpp"
+#include "base/rng.hpp"
 #include "test_seed.hpp"
 
 using namespace fp8sim;

@@ -14,10 +14,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "exact.hpp"
-#include "gemm.hpp"
-#include "npy.hpp"
-#include "rng.hpp"
+#include "accumulator/exact.hpp"
+#include "gemm/gemm.hpp"
+#include "io/npy.hpp"
+#include "base/rng.hpp"
 
 using namespace fp8sim;
 namespace fs = std::filesystem;

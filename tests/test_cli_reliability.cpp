@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
-#include "npy.hpp"
+#include "io/npy.hpp"
 
 using namespace fp8sim;
 using fp8sim::test::Run;

@@ -1,6 +1,6 @@
-// test_cublaslt_plan: the recorded cuBLASLt plans (sim/cublaslt_plan.hpp) against what
+// test_cublaslt_plan: the recorded cuBLASLt plans (sim/kernel/cublaslt_plan.hpp) against what
 // cuBLASLt's own trace said torch._scaled_mm ran on the GPU, for calls kept out of the tables
-// (tests/data/cublaslt_heldout_<gpu>.json, cuda/record_cublaslt_plans.py --traced) and at
+// (tests/data/cublaslt_heldout_<gpu>.json, cuda/capture/record_cublaslt_plans.py --traced) and at
 // grid points (cublaslt_gridcheck_<gpu>.json): every call exact or refused, never wrong.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "cublaslt_plan.hpp"
+#include "kernel/cublaslt_plan.hpp"
 
 using namespace fp8sim;
 using nlohmann::json;

@@ -8,9 +8,9 @@
 #include <limits>
 #include <vector>
 
-#include "exact.hpp"
-#include "format.hpp"
-#include "rng.hpp"
+#include "accumulator/exact.hpp"
+#include "format/format.hpp"
+#include "base/rng.hpp"
 #include "test_seed.hpp"
 
 using namespace fp8sim;

@@ -15,9 +15,9 @@
 #include <limits>
 #include <vector>
 
-#include "convert_batch.hpp"
-#include "format.hpp"
-#include "rounding.hpp"
+#include "format/convert_batch.hpp"
+#include "format/format.hpp"
+#include "format/rounding.hpp"
 
 using namespace fp8sim;
 

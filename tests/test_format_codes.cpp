@@ -18,9 +18,9 @@
 #include <map>
 #include <vector>
 
-#include "format.hpp"
-#include "rng.hpp"
-#include "rounding.hpp"
+#include "format/format.hpp"
+#include "base/rng.hpp"
+#include "format/rounding.hpp"
 #include "test_seed.hpp"
 
 using namespace fp8sim;

@@ -4,7 +4,7 @@
 // cuda_fp8.h (plain C++ on the host, no GPU needed). Four configurations: e4m3 and e5m2, each
 // with __NV_SATFINITE (our `saturate`) and __NV_NOSAT (our `nonsat`), rounding rne (the only
 // mode cuda_fp8.h has). NaN inputs may map to any NaN code.
-//   - encode_batch (sim/convert_batch.hpp) is checked on every one of the 2^32 patterns;
+//   - encode_batch (sim/format/convert_batch.hpp) is checked on every one of the 2^32 patterns;
 //   - the scalar encode() is checked on every 61st pattern (61 is prime, so the subset hits
 //     every residue of every power-of-two field: all exponents, all low-mantissa patterns);
 //     all 2^32 would take about 15 CPU-minutes per configuration.
@@ -20,10 +20,10 @@
 #include <mutex>
 #include <vector>
 
-#include "convert_batch.hpp"
-#include "format.hpp"
-#include "parallel.hpp"
-#include "rounding.hpp"
+#include "format/convert_batch.hpp"
+#include "format/format.hpp"
+#include "base/parallel.hpp"
+#include "format/rounding.hpp"
 
 #if defined(FP8SIM_HAVE_CUDA_FP8_H) && __has_include(<cuda_fp8.h>)
 #include <cuda_fp8.h>

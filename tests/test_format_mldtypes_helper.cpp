@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "format.hpp"
-#include "npy.hpp"
-#include "rounding.hpp"
+#include "format/format.hpp"
+#include "io/npy.hpp"
+#include "format/rounding.hpp"
 
 using namespace fp8sim;
 

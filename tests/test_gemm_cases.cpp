@@ -12,8 +12,8 @@
 #include <cmath>
 #include <limits>
 
-#include "accumulator.hpp"
-#include "gemm.hpp"
+#include "accumulator/accumulator.hpp"
+#include "gemm/gemm.hpp"
 
 using namespace fp8sim;
 

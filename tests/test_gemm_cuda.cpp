@@ -18,12 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "block_fold.hpp"
-#include "gemm.hpp"
-#include "gemm_device.hpp"
+#include "gemm/block_fold.hpp"
+#include "gemm/gemm.hpp"
+#include "gemm/gemm_device.hpp"
 #include "model_grid.hpp"
-#include "replay.hpp"
-#include "rng.hpp"
+#include "io/replay.hpp"
+#include "base/rng.hpp"
 
 using namespace fp8sim;
 

@@ -13,12 +13,12 @@
 #include <bit>
 #include <cmath>
 
-#include "accumulator.hpp"
-#include "bits.hpp"
-#include "exact.hpp"
-#include "gemm.hpp"
+#include "accumulator/accumulator.hpp"
+#include "base/bits.hpp"
+#include "accumulator/exact.hpp"
+#include "gemm/gemm.hpp"
 #include "model_grid.hpp"
-#include "rng.hpp"
+#include "base/rng.hpp"
 #include "test_seed.hpp"
 
 using namespace fp8sim;

@@ -10,8 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "accumulator.hpp"
-#include "gemm.hpp"
+#include "accumulator/accumulator.hpp"
+#include "gemm/gemm.hpp"
 #include "hwdata.hpp"
 
 using namespace fp8sim;

@@ -15,9 +15,9 @@
 #include <span>
 #include <vector>
 
-#include "gemm.hpp"
-#include "gemm_device.hpp"
-#include "gemm_path.hpp"
+#include "gemm/gemm.hpp"
+#include "gemm/gemm_device.hpp"
+#include "gemm/gemm_path.hpp"
 
 using namespace fp8sim;
 
@@ -105,8 +105,9 @@ TEST_CASE("choose_gemm_path: which models take which path") {
 }
 
 // Block scales inside the MMA are applied only by the engines' entries that know them (folded
-// operands, the group-sum step): the CUDA engine's plain entries refuse such a model with one
-// line before any device work, also where its group sums fit (they would drop the scales).
+// operands, the group-sum step; gemm_resident sends such a model through them): the CUDA
+// engine's plain entries refuse it with one line before any device work, also where its group
+// sums fit (they would drop the scales).
 TEST_CASE("the CUDA engine's plain entries refuse block-scaled models", "[gemm][device]") {
   for (const char* name : {"nvfp4", "mxf4", "mxf8f6f4"}) {
     GemmSpec s;
@@ -127,8 +128,8 @@ TEST_CASE("the CUDA engine's plain entries refuse block-scaled models", "[gemm][
                       Catch::Contains("runs on the CPU engine only"));
     CHECK_THROWS_WITH(batched_dot_on_device(s, A, A, {}, scales, scales, D),
                       Catch::Contains("runs on the CPU engine only"));
-    CHECK_THROWS_WITH(gemm_resident(s, M, N, K, codes.data(), codes.data(), nullptr, scales,
-                                    scales, D.data()),
+    CHECK_THROWS_WITH(resident_on_device(s, M, N, K, 0, K, K, codes.data(), codes.data(), nullptr,
+                                         scales, scales, D.data(), nullptr, -1),
                       Catch::Contains("runs on the CPU engine only"));
   }
 }

@@ -6,10 +6,10 @@
 
 #include <cstdlib>
 
-#include "bits.hpp"
-#include "capture.hpp"
-#include "gemm.hpp"
-#include "rng.hpp"
+#include "base/bits.hpp"
+#include "io/capture.hpp"
+#include "gemm/gemm.hpp"
+#include "base/rng.hpp"
 
 using namespace fp8sim;
 

@@ -1,6 +1,6 @@
 // test_hw_captures: hardware captures from fp8sim-hw (tests/data/hw) replayed without a GPU.
 //
-// Every GEMM capture set is read by the capture module (sim/capture.hpp) and replayed once,
+// Every GEMM capture set is read by the capture module (sim/io/capture.hpp) and replayed once,
 // with replay(), through the model its manifest names (outputs and K prefixes); the conversion captures are compared with encode()
 // and decode(); the mma.sync capture is also checked against its SASS structure written out
 // with plain 16-product steps (an independent check of the hopper-mma-sync preset). Failures print one line: <set>/<case> m n => got <hex> want <hex>.
@@ -16,13 +16,13 @@
 #include <iterator>
 #include <unistd.h>
 
-#include "bits.hpp"
-#include "capture.hpp"
-#include "format.hpp"
-#include "gemm.hpp"
-#include "npy.hpp"
-#include "replay.hpp"
-#include "rounding.hpp"
+#include "base/bits.hpp"
+#include "io/capture.hpp"
+#include "format/format.hpp"
+#include "gemm/gemm.hpp"
+#include "io/npy.hpp"
+#include "io/replay.hpp"
+#include "format/rounding.hpp"
 
 namespace {
 

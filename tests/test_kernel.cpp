@@ -1,4 +1,4 @@
-// test_kernel: the kernel-preset table (sim/kernel.hpp), what a preset does to a GEMM (scale
+// test_kernel: the kernel-preset table (sim/kernel/kernel.hpp), what a preset does to a GEMM (scale
 // order at promotion, masked K tails), and the captured real kernels replayed through their
 // presets (tests/data/hw/kernels/<kernel>/: one capture folder a kernel, cuda/capture_*).
 #include <catch2/catch.hpp>
@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "accumulator.hpp"
-#include "capture.hpp"
-#include "gemm.hpp"
-#include "gemm_inputs.hpp"
-#include "kernel.hpp"
-#include "replay.hpp"
+#include "accumulator/accumulator.hpp"
+#include "io/capture.hpp"
+#include "gemm/gemm.hpp"
+#include "kernel/gemm_inputs.hpp"
+#include "kernel/kernel.hpp"
+#include "io/replay.hpp"
 #include "test_seed.hpp"
 
 using namespace fp8sim;

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "metrics.hpp"
+#include "analysis/metrics.hpp"
 #include "test_seed.hpp"
 
 using namespace fp8sim;

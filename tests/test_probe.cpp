@@ -5,7 +5,7 @@
 // are the model's own fields, never the probe's output. Every report is also checked by
 // behaviour: its as_model() must give the same bits as the true model on random dot products.
 // The custom grid is checked field by field against the parameters it was written with;
-// the presets through disagreements() (sim/probe.hpp). Seed: test_seed.hpp.
+// the presets through disagreements() (sim/analysis/probe.hpp). Seed: test_seed.hpp.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
@@ -13,9 +13,9 @@
 #include <cmath>
 #include <string>
 
-#include "accumulator.hpp"
-#include "probe.hpp"
-#include "rng.hpp"
+#include "accumulator/accumulator.hpp"
+#include "analysis/probe.hpp"
+#include "base/rng.hpp"
 #include "test_seed.hpp"
 
 using namespace fp8sim;

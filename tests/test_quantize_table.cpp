@@ -11,10 +11,10 @@
 #include <stdexcept>
 #include <vector>
 
-#include "device_quantize.hpp"
-#include "format.hpp"
-#include "quantize_device.hpp"
-#include "rounding.hpp"
+#include "scaling/device_quantize.hpp"
+#include "format/format.hpp"
+#include "scaling/quantize_device.hpp"
+#include "format/rounding.hpp"
 
 using namespace fp8sim;
 

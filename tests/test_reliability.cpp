@@ -22,15 +22,15 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "accumulator.hpp"
-#include "analyze.hpp"
-#include "capture.hpp"
-#include "limits.hpp"
-#include "npy.hpp"
-#include "output_file.hpp"
-#include "parallel.hpp"
-#include "parse_number.hpp"
-#include "replay.hpp"
+#include "accumulator/accumulator.hpp"
+#include "analysis/analyze.hpp"
+#include "io/capture.hpp"
+#include "base/limits.hpp"
+#include "io/npy.hpp"
+#include "io/output_file.hpp"
+#include "base/parallel.hpp"
+#include "io/parse_number.hpp"
+#include "io/replay.hpp"
 
 using namespace fp8sim;
 namespace fs = std::filesystem;

@@ -18,11 +18,11 @@
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
-#include "capture.hpp"
-#include "gemm.hpp"
-#include "npy.hpp"
-#include "replay.hpp"
-#include "rng.hpp"
+#include "io/capture.hpp"
+#include "gemm/gemm.hpp"
+#include "io/npy.hpp"
+#include "io/replay.hpp"
+#include "base/rng.hpp"
 #include "test_seed.hpp"
 
 using namespace fp8sim;

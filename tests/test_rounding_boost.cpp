@@ -24,8 +24,8 @@
 #include <optional>
 #include <vector>
 
-#include "format.hpp"
-#include "rounding.hpp"
+#include "format/format.hpp"
+#include "format/rounding.hpp"
 
 using namespace fp8sim;
 using boost::multiprecision::cpp_int;

@@ -10,13 +10,13 @@
 #include <sstream>
 #include <vector>
 
-#include "accumulator.hpp"
-#include "distributions.hpp"
-#include "format.hpp"
-#include "metrics.hpp"
-#include "rounding.hpp"
-#include "scaling.hpp"
-#include "sweep.hpp"
+#include "accumulator/accumulator.hpp"
+#include "analysis/distributions.hpp"
+#include "format/format.hpp"
+#include "analysis/metrics.hpp"
+#include "format/rounding.hpp"
+#include "scaling/scaling.hpp"
+#include "analysis/sweep.hpp"
 #include "test_seed.hpp"
 
 using namespace fp8sim;

@@ -5,11 +5,11 @@
 
 #include <stdexcept>
 
-#include "bits.hpp"
-#include "gemm.hpp"
-#include "parallel.hpp"
-#include "rng.hpp"
-#include "sweep.hpp"
+#include "base/bits.hpp"
+#include "gemm/gemm.hpp"
+#include "base/parallel.hpp"
+#include "base/rng.hpp"
+#include "analysis/sweep.hpp"
 
 using namespace fp8sim;
 

@@ -187,20 +187,21 @@ class Quantized(NamedTuple):
     tensor_scales: Optional[_np.ndarray] = None
 
 
-def quantize(x: ArrayLike, fmt: str = "e4m3", granularity: str = "tensor",
-             scale_encoding: Optional[str] = None, rounding: str = "rne", role: str = "a",
-             tensor_rows: int = 0, threads: int = 0) -> Quantized:
-    """Quantises a T x K array exactly as the sweep engine does (``sim/scaling.hpp``).
+def quantize(x: ArrayLike, fmt: str = "e4m3", scaling: str = "tensor", rounding: str = "rne",
+             role: str = "a", tensor_rows: int = 0, threads: int = 0) -> Quantized:
+    """Quantises a T x K array exactly as the sweep engine does (``sim/scaling/scaling.hpp``).
 
-    granularity: ``"none"``, ``"tensor"``, ``"row"``, ``"tile:128"`` (1 x 128 along K),
-    ``"block:128"`` (A in 1 x 128 tiles, B -- ``role="b"`` -- in 128 x 128 blocks: DeepSeek-V3),
-    ``"mx"`` (1 x 32, E8M0; ``"mx:16"`` 1 x 16), ``"nvfp4"`` (1 x 16 UE4M3 scales under an
-    fp32 tensor scale, NVIDIA's recipe). scale_encoding: ``"fp32"`` (default), ``"pow2"``,
-    ``"e8m0"`` (mx: ``"e8m0"`` or ``"ue4m3"``). Elements are ``RNE(x / s)`` with saturation: the engine's only rounding,
-    so ``rounding`` must be ``"rne"``. ``tensor_rows`` (0: all T) rows share a tensor scale.
-    A torch CUDA tensor (float32, float64, bf16 or fp16; formats of at most 8 bits) is
-    quantised on its GPU, read in place: ``codes`` is then a uint8 CUDA tensor on that device,
-    the scales NumPy arrays as always, every bit as on the CPU.
+    scaling, the library's names (as ``fp8sim gemm --scaling``, the sweeps and the recipes
+    spell them): ``"none"``, ``"tensor"``, ``"row"``, ``"tile128"`` (1 x 128 along K),
+    ``"block128"`` (A in 1 x 128 tiles, B -- ``role="b"`` -- in 128 x 128 blocks:
+    DeepSeek-V3), ``"mx"`` (1 x 32, E8M0; ``"mx16"`` 1 x 16), ``"nvfp4"`` (1 x 16 UE4M3
+    scales under an fp32 tensor scale, NVIDIA's recipe), each optionally with the scales'
+    encoding: ``":fp32"`` (default), ``":pow2"``, ``":e8m0"`` (mx: ``":e8m0"`` or
+    ``":ue4m3"``), e.g. ``"block128:pow2"``. Elements are ``RNE(x / s)`` with saturation: the
+    engine's only rounding, so ``rounding`` must be ``"rne"``. ``tensor_rows`` (0: all T)
+    rows share a tensor scale. A torch CUDA tensor (float32, float64, bf16 or fp16; formats of
+    at most 8 bits) is quantised on its GPU, read in place: ``codes`` is then a uint8 CUDA
+    tensor on that device, the scales NumPy arrays as always, every bit as on the CPU.
 
     >>> q = quantize([[1.0, -2.0, 896.0, 0.5]], "e4m3")
     >>> q.scales.tolist(), decode(q.codes, "e4m3").tolist(), q.scaling
@@ -208,20 +209,10 @@ def quantize(x: ArrayLike, fmt: str = "e4m3", granularity: str = "tensor",
     """
     if rounding != "rne":
         raise ValueError(f"quantize: rounding '{rounding}': the sweep engine quantises with rne")
-    text = _scaling_text(granularity, scale_encoding)
     if _on_cuda(x):
-        return _quantize_cuda(x, fmt, text, role, tensor_rows)
+        return _quantize_cuda(x, fmt, scaling, role, tensor_rows)
     a = as_array(x, _np.float64)
-    return Quantized(*_core.quantize(a, fmt, text, role, tensor_rows, threads))
-
-
-def _scaling_text(granularity: str, scale_encoding: Optional[str]) -> str:
-    """quantize()'s granularity and encoding as the library's scaling name (tile:128 ->
-    tile128, + ":pow2")."""
-    text = granularity.replace(":", "")
-    if scale_encoding is not None and scale_encoding != "fp32":
-        text += ":" + scale_encoding
-    return text
+    return Quantized(*_core.quantize(a, fmt, scaling, role, tensor_rows, threads))
 
 
 def _quantize_cuda(x, fmt: str, scaling: str, role: str, tensor_rows: int) -> Quantized:
@@ -240,20 +231,22 @@ def _quantize_cuda(x, fmt: str, scaling: str, role: str, tensor_rows: int) -> Qu
                                                   stream))
 
 
-def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: str = "e4m3",
-         b_format: str = "e4m3", model: Optional[str] = None,
-         promote_every: Optional[int] = None, a_scales: Optional[ArrayLike] = None,
-         b_scales: Optional[ArrayLike] = None, scaling: Optional[str] = None,
-         block: Optional[int] = None, scale_order: Optional[str] = None, out_type: str = "f32",
-         device: Optional[str] = None, threads: int = 0, bias: Optional[ArrayLike] = None,
-         split_k: int = 1, split_k_align: Optional[int] = None, mx_block: int = 0,
-         mx_scale: str = "", kernel: Optional[str] = None) -> _np.ndarray:
+def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None,
+         a_format: Optional[str] = None, b_format: Optional[str] = None,
+         model: Optional[str] = None, promote_every: Optional[int] = None,
+         a_scales: Optional[ArrayLike] = None, b_scales: Optional[ArrayLike] = None,
+         scaling: Optional[str] = None, block: Optional[int] = None,
+         scale_order: Optional[str] = None, out_type: Optional[str] = None,
+         device: Optional[str] = None, threads: Optional[int] = None,
+         bias: Optional[ArrayLike] = None, split_k: Optional[int] = None,
+         split_k_align: Optional[int] = None, mx_block: Optional[int] = None,
+         mx_scale: Optional[str] = None, kernel: Optional[str] = None) -> _np.ndarray:
     """D = A B^T through an accumulator model: the same bits as ``fp8sim gemm``.
 
     ``a`` (M x K) and ``b`` (N x K: each row one column, cuBLASLt's TN) are uint8 codes of
-    ``a_format`` / ``b_format`` (or torch FP8 tensors); ``c`` float32 M x N enters the first
-    K chunk. Keywords are the CLI's options (None: the library's default, as the CLI's):
-    ``model`` (hopper-wgmma), ``promote_every`` (0 never; default 0), ``a_scales`` /
+    ``a_format`` / ``b_format`` (default e4m3; or torch FP8 tensors); ``c`` float32 M x N
+    enters the first K chunk. Keywords are the CLI's options, every default the library's
+    own (``GemmOptions``; None: that default): ``model`` (hopper-wgmma), ``promote_every`` (0 never; default 0), ``a_scales`` /
     ``b_scales`` (float32; MX: uint8 E8M0 codes or float32) with ``scaling``
     none|tensor|row|block|mx (default tensor when scales are given), ``block``,
     ``scale_order`` deepgemm (scales at each chunk) | cublaslt (tensor and row scales once
@@ -274,7 +267,7 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
     C-contiguous), and D comes back as a float32 CUDA tensor on that device; ``device`` is
     then None or ``"cuda"``. Scales may be CUDA tensors too (they are small: they are
     copied to the host). A block-scaled model's operands go through the host (one copy each
-    way).
+    way), as the library's dispatcher decides.
 
     >>> import numpy as np, ml_dtypes; r = np.random.default_rng(0)
     >>> A = r.normal(size=(2, 256)).astype(ml_dtypes.float8_e4m3fn)
@@ -289,23 +282,10 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, a_format: st
                             split_k=split_k, split_k_align=split_k_align, mx_block=mx_block,
                             mx_scale=mx_scale, kernel=kernel)
     if _on_cuda(a) or _on_cuda(b):
-        if mx_block or mx_scale or _core.applies_block_scales(options.model):
-            # A block-scaled MMA: the host entry applies its scales (folded into the operands
-            # where they are powers of two, for the CUDA engine's fast paths; group sums by
-            # its group-sum step; else the CPU engine), so the operands make one round trip
-            # through the host.
-            dev = a.device if _on_cuda(a) else b.device
-            a, b, c, a_scales, b_scales = (t.detach().cpu() if _on_cuda(t) else t
-                                           for t in (a, b, c, a_scales, b_scales))
-            options.device = "cuda"
-            d = _core.gemm(_operand(a, "a", a_format), _operand(b, "b", b_format),
-                           None if c is None else as_array(c), _host(a_scales),
-                           _host(b_scales), _f32(bias), options)
-            import torch
-            return torch.from_numpy(d).to(dev)
         return _gemm_cuda(a, b, c, a_scales, b_scales, bias, options, device)
-    options.device = device or "cpu"
-    return _core.gemm(_operand(a, "a", a_format), _operand(b, "b", b_format),
+    if device is not None:
+        options.device = device
+    return _core.gemm(_operand(a, "a", options.a_format), _operand(b, "b", options.b_format),
                       None if c is None else as_array(c), _host(a_scales), _host(b_scales),
                       _f32(bias), options)
 
@@ -354,11 +334,10 @@ def mma(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, model: str = 
                      scales(b_scales), a_format, b_format, model)
 
 
-def _operand(x: ArrayLike, name: str, fmt: Optional[str]) -> _np.ndarray:
+def _operand(x: ArrayLike, name: str, fmt: str) -> _np.ndarray:
     """A GEMM operand's uint8 codes; float values are refused with what to do instead."""
     a = _codes(x, _np.uint8)
     if a.dtype.kind in "fc" or a.dtype.name == "bfloat16":
-        fmt = fmt or "e4m3"
         raise ValueError(
             f"{name}: {a.dtype} values, but gemm takes {fmt} codes (uint8): quantize first "
             f"(q = fp8sim.quantize(x, '{fmt}'): codes and scales, as gemm's a_scales/b_scales) "
@@ -440,7 +419,7 @@ def sweep(distributions: Sequence[str] = ("gaussian",), k: Sequence[int] = (4096
           scalings: Sequence[str] = ("none",), promote_every: Sequence[int] = (0,),
           models: Sequence[str] = ("hopper-wgmma",), trials: int = 64, tensor_rows: int = 128,
           seed: int = 1, threads: int = 0, skip_invalid: bool = False):
-    """A declarative SNR sweep on the experiments' engine (``sim/sweep.hpp``): every
+    """A declarative SNR sweep on the experiments' engine (``sim/analysis/sweep.hpp``): every
     combination of the axes, ``trials`` dot products each, as a pandas DataFrame with the
     experiments' tidy-CSV columns (distribution, k, rho, format, scaling, scale_encoding,
     promote_every, model, group, frac_bits, trial, ref, ref_q, ref_q32, got, snr_db,
@@ -543,7 +522,7 @@ def probe(kernel: Optional[Callable[[_np.ndarray, _np.ndarray, _np.ndarray], Arr
           model: str = "hopper-wgmma", promote_every: int = 0, format: str = "e4m3",
           b_format: Optional[str] = None, max_k: int = 4096, max_group: int = 256,
           k_multiple: int = 1) -> dict:
-    """Infers a black-box dot-product kernel's accumulator parameters (``sim/probe.hpp``).
+    """Infers a black-box dot-product kernel's accumulator parameters (``sim/analysis/probe.hpp``).
 
     ``kernel(a, b, c)`` gets T x K uint8 codes ``a``, ``b`` and float32 ``c`` (T,) and
     returns T float32 results of ``c[t] + dot(a[t], b[t])``. Without a kernel the probe

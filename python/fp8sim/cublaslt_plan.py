@@ -480,11 +480,11 @@ def same_choice(plan: dict, traced: dict) -> list:
 
 
 
-# ---- recorded tables (cuda/record_cublaslt_plans.py) -------------------------------------
+# ---- recorded tables (cuda/capture/record_cublaslt_plans.py) -------------------------------------
 
 class Table:
     """A recorded table (sim/data/cublaslt_plans_<gpu>.json and .bin, written by
-    cuda/record_cublaslt_plans.py): ``lookup(m, n, k, out, fast, scale)`` -> the plan dict
+    cuda/capture/record_cublaslt_plans.py): ``lookup(m, n, k, out, fast, scale)`` -> the plan dict
     (query()'s fields) at a grid point, None where cuBLASLt returned no algorithm; KeyError off
     the grid. (fp8sim.torch.explain decides through the library, which has these built in.)"""
 
@@ -513,7 +513,7 @@ class Table:
 
 
 def load_table(path: str) -> Table:
-    """A table written by cuda/record_cublaslt_plans.py: its .json, with the .bin beside it."""
+    """A table written by cuda/capture/record_cublaslt_plans.py: its .json, with the .bin beside it."""
     import array
     import json
     with open(path) as f:

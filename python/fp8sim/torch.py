@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import re
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Optional
 
@@ -42,8 +41,6 @@ FORMAT_OF_DTYPE = {
     torch.float8_e4m3fnuz: "e4m3fnuz", torch.float8_e5m2fnuz: "e5m2fnuz",
 }
 _DTYPE_OF_FORMAT = {v: k for k, v in FORMAT_OF_DTYPE.items()}
-_GEMM_SCALING = {"none": "none", "tensor": "tensor", "row": "row", "tile": "block",
-                 "block": "block", "mx": "mx"}
 
 
 def _codes(t: torch.Tensor) -> torch.Tensor:
@@ -78,15 +75,18 @@ def _op(fn):
 @_op
 def gemm(a: torch.Tensor, b: torch.Tensor, c: Optional[torch.Tensor] = None,
          a_scales: Optional[torch.Tensor] = None, b_scales: Optional[torch.Tensor] = None,
-         a_format: str = "e4m3", b_format: str = "e4m3", model: str = "hopper-wgmma",
-         promote_every: int = 0, scaling: str = "", block: int = 128,
-         scale_order: str = "deepgemm", out_type: str = "f32", threads: int = 0,
-         bias: Optional[torch.Tensor] = None, split_k: int = 1,
-         split_k_align: int = 128, kernel_preset: str = "") -> torch.Tensor:
-    """``fp8sim.gemm`` as a torch op: A (M x K) and B (N x K) uint8 codes -> float32 M x N.
-    ``kernel_preset`` names a kernel preset (``fp8sim.kernels()``), which sets the model,
-    promotion, scale order and split alignment (those stay at their defaults then). (Not
-    ``kernel``: Inductor's fallback lowering takes that name for itself.)
+         a_format: Optional[str] = None, b_format: Optional[str] = None,
+         model: Optional[str] = None, promote_every: Optional[int] = None,
+         scaling: Optional[str] = None, block: Optional[int] = None,
+         scale_order: Optional[str] = None, out_type: Optional[str] = None,
+         threads: Optional[int] = None, bias: Optional[torch.Tensor] = None,
+         split_k: Optional[int] = None, split_k_align: Optional[int] = None,
+         kernel_preset: Optional[str] = None) -> torch.Tensor:
+    """``fp8sim.gemm`` as a torch op: A (M x K) and B (N x K) uint8 codes -> float32 M x N;
+    every keyword as ``fp8sim.gemm``'s (None: the library's default). ``kernel_preset`` names
+    a kernel preset (``fp8sim.kernels()``), which sets the model, promotion, scale order and
+    split alignment (those stay None then). (Not ``kernel``: Inductor's fallback lowering
+    takes that name for itself.)
 
     >>> a = torch.full((1, 32), 0x38, dtype=torch.uint8)  # e4m3 1.0
     >>> torch.ops.fp8sim.gemm(a, a).item()
@@ -95,46 +95,46 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c: Optional[torch.Tensor] = None,
     on_cuda = a.is_cuda or b.is_cuda
     d = _fp8sim.gemm(a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales,
                      scaling or None, block, scale_order, out_type, None if on_cuda else "cpu",
-                     0 if on_cuda else threads, bias=bias, split_k=split_k,
+                     None if on_cuda else threads, bias=bias, split_k=split_k,
                      split_k_align=split_k_align, kernel=kernel_preset or None)
     return d if on_cuda else torch.from_numpy(d)
 
 
 @gemm.register_fake
-def _(a, b, c=None, a_scales=None, b_scales=None, a_format="e4m3", b_format="e4m3",
-      model="hopper-wgmma", promote_every=0, scaling="", block=128, scale_order="deepgemm",
-      out_type="f32", threads=0, bias=None, split_k=1, split_k_align=128, kernel_preset=""):
+def _(a, b, c=None, a_scales=None, b_scales=None, a_format=None, b_format=None, model=None,
+      promote_every=None, scaling=None, block=None, scale_order=None, out_type=None,
+      threads=None, bias=None, split_k=None, split_k_align=None, kernel_preset=None):
     torch._check(a.dim() == 2 and b.dim() == 2 and a.shape[1] == b.shape[1])
     return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.float32)
 
 
 @_op
-def quantize(x: torch.Tensor, fmt: str = "e4m3", granularity: str = "tensor",
-             scale_encoding: str = "", role: str = "a") -> tuple[torch.Tensor, torch.Tensor]:
+def quantize(x: torch.Tensor, fmt: str = "e4m3", scaling: str = "tensor",
+             role: str = "a") -> tuple[torch.Tensor, torch.Tensor]:
     """``fp8sim.quantize`` as a torch op: T x K floats -> (uint8 codes, float32 scales in
-    the shape ``gemm`` takes). Formats of at most 8 bits.
+    the shape ``gemm`` takes); ``scaling`` as ``fp8sim.quantize`` names it. Formats of at
+    most 8 bits.
 
     >>> codes, scales = torch.ops.fp8sim.quantize(torch.tensor([[1.0, 896.0]]))
     >>> codes.tolist(), scales.tolist()
     ([[48, 126]], [[2.0]])
     """
     if x.is_cuda:  # on the GPU: codes stay there, the scales come back (they are few)
-        q = _fp8sim.quantize(x, fmt, granularity, scale_encoding or None, role=role)
+        q = _fp8sim.quantize(x, fmt, scaling, role=role)
         return q.codes, torch.from_numpy(q.scales).to(x.device)
-    q = _fp8sim.quantize(x.detach(), fmt, granularity, scale_encoding or None, role=role)
+    q = _fp8sim.quantize(x.detach(), fmt, scaling, role=role)
     if q.codes.dtype.itemsize != 1:
         raise ValueError(f"fp8sim::quantize: format {fmt} has more than 8 bits")
     return torch.from_numpy(q.codes), torch.from_numpy(q.scales)
 
 
 @quantize.register_fake
-def _(x, fmt="e4m3", granularity="tensor", scale_encoding="", role="a"):
+def _(x, fmt="e4m3", scaling="tensor", role="a"):
     torch._check(x.dim() == 2)
-    # The scale shape from the library's one rule (sim/scaling.hpp gemm_scale_shape), as the
+    # The scale shape from the library's one rule (sim/scaling/scaling.hpp gemm_scale_shape), as the
     # real op gets it; T and K become concrete here (a symbolic shape is specialised).
     rows, cols = _fp8sim._core.quantize_scale_shape(
-        int(x.shape[0]), int(x.shape[1]),
-        _fp8sim._scaling_text(granularity, scale_encoding or None), role)
+        int(x.shape[0]), int(x.shape[1]), scaling, role)
     return (x.new_empty(x.shape, dtype=torch.uint8),
             x.new_empty((rows, cols), dtype=torch.float32))
 
@@ -431,13 +431,13 @@ def emulate(model: Optional[str] = None, promote_every: Optional[int] = None,
 @dataclass(frozen=True)
 class GemmRecipe:
     """How one GEMM of a linear layer is quantised and accumulated. A is the left operand
-    (M x K), B the right one given as N x K; granularities as ``fp8sim.quantize`` spells
-    them (B's ``block:128`` is 128 x 128), the rest as ``fp8sim.gemm``'s keywords."""
+    (M x K), B the right one given as N x K; scalings as ``fp8sim.quantize`` names them
+    (``block128``: A in 1 x 128 tiles, B in 128 x 128 blocks; ``:pow2`` etc. the scales'
+    encoding), the rest as ``fp8sim.gemm``'s keywords."""
     a_format: str = "e4m3"
     b_format: str = "e4m3"
-    a_granularity: str = "tensor"
-    b_granularity: str = "tensor"
-    scale_encoding: str = ""
+    a_scaling: str = "tensor"
+    b_scaling: str = "tensor"
     model: str = "hopper-wgmma"
     promote_every: int = 128
     scale_order: str = "cublaslt"
@@ -454,16 +454,12 @@ class Recipe:
 
 
 def _gemm_recipe(name: str, gemm: str) -> GemmRecipe:
-    """One GEMM of a named recipe from the library's table (sim/recipe.cpp)."""
+    """One GEMM of a named recipe from the library's table (sim/kernel/recipe.cpp)."""
     g = _fp8sim._core.recipe_gemm(name, gemm)
-    kind, _, encoding = g["scaling"].partition(":")
-    sized = re.fullmatch(r"(tile|block|mx)(\d+)", kind)  # block128 -> block:128
-    granularity = f"{sized[1]}:{sized[2]}" if sized else kind
-    return GemmRecipe(a_format=g["a_format"], b_format=g["b_format"], a_granularity=granularity,
-                      b_granularity=granularity,
-                      scale_encoding="" if encoding in ("", "fp32") else encoding,
-                      model=g["model"], promote_every=g["promote_every"],
-                      scale_order=g["scale_order"], kernel=g["kernel"])
+    return GemmRecipe(a_format=g["a_format"], b_format=g["b_format"], a_scaling=g["scaling"],
+                      b_scaling=g["scaling"], model=g["model"],
+                      promote_every=g["promote_every"], scale_order=g["scale_order"],
+                      kernel=g["kernel"])
 
 
 # The library's named recipes (``fp8sim recipes`` lists them with their sources), each GEMM
@@ -480,8 +476,8 @@ RECIPES: dict[str, Recipe] = {
 def recipe(r: "str | Recipe") -> Recipe:
     """A named recipe (deepseek-v3, te-tensorwise, mxfp8, fast-accum) or a custom Recipe.
 
-    >>> recipe("deepseek-v3").fprop.a_granularity
-    'block:128'
+    >>> recipe("deepseek-v3").fprop.a_scaling
+    'block128'
     """
     if isinstance(r, Recipe):
         return r
@@ -492,16 +488,21 @@ def recipe(r: "str | Recipe") -> Recipe:
     return RECIPES[r]
 
 
+@torch.compiler.assume_constant_result
+def _engine_scaling(name: str) -> str:
+    """The engine's scaling (none|tensor|row|block|mx) for a scaling name, as the library
+    maps it (a constant for torch.compile)."""
+    return _fp8sim._core.gemm_scaling(name)
+
+
 def _recipe_mm(g: GemmRecipe, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """A (M x K) times B^T (B: N x K) under recipe g, float32 M x N. An empty product (a
     batch of 0 rows, or K = 0 in Wgrad of an empty batch) is zeros, as torch.mm gives."""
     if a.shape[0] == 0 or b.shape[0] == 0 or a.shape[1] == 0:
         return a.new_zeros((a.shape[0], b.shape[0]), dtype=torch.float32)
-    ca, sa = torch.ops.fp8sim.quantize(a, g.a_format, g.a_granularity, g.scale_encoding, "a")
-    cb, sb = torch.ops.fp8sim.quantize(b, g.b_format, g.b_granularity, g.scale_encoding, "b")
-    kind = g.a_granularity.split(":")[0]
-    block = int(g.a_granularity.split(":")[1]) if ":" in g.a_granularity else 128
-    scaling = _GEMM_SCALING[kind]
+    ca, sa = torch.ops.fp8sim.quantize(a, g.a_format, g.a_scaling, "a")
+    cb, sb = torch.ops.fp8sim.quantize(b, g.b_format, g.b_scaling, "b")
+    scaling = _engine_scaling(g.a_scaling)
     split_k = 1
     if g.kernel.startswith("cublaslt"):  # cuBLASLt's split-K for this shape (explain())
         split_k = _plan_split(a.shape[0], b.shape[0], a.shape[1], "f32",
@@ -509,8 +510,8 @@ def _recipe_mm(g: GemmRecipe, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
                               str(a.device) if a.is_cuda else "")
     return torch.ops.fp8sim.gemm(ca, cb, None, sa if scaling != "none" else None,
                                  sb if scaling != "none" else None, g.a_format, g.b_format,
-                                 g.model, g.promote_every, scaling, block, g.scale_order, "f32",
-                                 0, split_k=split_k,
+                                 g.model, g.promote_every, g.a_scaling, None, g.scale_order,
+                                 "f32", split_k=split_k,
                                  split_k_align=512 if scaling == "block" else 128)
 
 

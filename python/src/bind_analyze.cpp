@@ -1,4 +1,4 @@
-// bind_analyze: analyze() (sim/analyze.hpp) on caller arrays, its three CSV tables as text.
+// bind_analyze: analyze() (sim/analysis/analyze.hpp) on caller arrays, its three CSV tables as text.
 #include <fmt/format.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -11,12 +11,12 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "analyze.hpp"
+#include "analysis/analyze.hpp"
 #include "arrays.hpp"
 #include "bindings.hpp"
-#include "device.hpp"
-#include "output_file.hpp"
-#include "recipe.hpp"
+#include "gemm/device.hpp"
+#include "io/output_file.hpp"
+#include "kernel/recipe.hpp"
 
 namespace fp8sim::py {
 namespace {
@@ -101,7 +101,7 @@ void bind_analyze(nb::module_& m) {
     std::vector<std::string> names;
     for (const NamedRecipe& n : named_recipes()) names.push_back(n.name);
     return names;
-  }, "The named recipes (sim/recipe.cpp's table), in its order.");
+  }, "The named recipes (sim/kernel/recipe.cpp's table), in its order.");
   m.def(
       "recipe_gemm",
       [](const std::string& name, const std::string& gemm) {

@@ -11,13 +11,13 @@
 
 #include "arrays.hpp"
 #include "bindings.hpp"
-#include "parallel.hpp"
-#include "convert_batch.hpp"
-#include "format.hpp"
-#include "rng.hpp"
-#include "rounding.hpp"
-#include "quantize_device.hpp"
-#include "scaling.hpp"
+#include "base/parallel.hpp"
+#include "format/convert_batch.hpp"
+#include "format/format.hpp"
+#include "base/rng.hpp"
+#include "format/rounding.hpp"
+#include "scaling/quantize_device.hpp"
+#include "scaling/scaling.hpp"
 
 namespace fp8sim::py {
 namespace {
@@ -264,7 +264,7 @@ void bind_format(nb::module_& m) {
       },
       nb::arg("T"), nb::arg("K"), nb::arg("scaling"), nb::arg("role") = "a",
       nb::arg("tensor_rows") = 0,
-      "The shape of quantize()'s scales for a T x K input (sim/scaling.hpp gemm_scale_shape).");
+      "The shape of quantize()'s scales for a T x K input (sim/scaling/scaling.hpp gemm_scale_shape).");
   m.def("quantize_cuda", &quantize_cuda, nb::arg("x"), nb::arg("codes"), nb::arg("fmt"),
         nb::arg("scaling"), nb::arg("role"), nb::arg("tensor_rows"), nb::arg("stream"),
         "quantise_resident: codes written in place on x's CUDA device; returns (scales, gemm "

@@ -10,14 +10,14 @@
 #include <utility>
 #include <stdexcept>
 
-#include "accumulator.hpp"
-#include "cublaslt_plan.hpp"
+#include "accumulator/accumulator.hpp"
+#include "kernel/cublaslt_plan.hpp"
 #include "arrays.hpp"
 #include "bindings.hpp"
-#include "gemm.hpp"
-#include "gemm_device.hpp"
-#include "gemm_inputs.hpp"
-#include "kernel.hpp"
+#include "gemm/gemm.hpp"
+#include "gemm/gemm_device.hpp"
+#include "kernel/gemm_inputs.hpp"
+#include "kernel/kernel.hpp"
 
 namespace fp8sim::py {
 namespace {
@@ -32,10 +32,12 @@ std::vector<float> bias_values(const std::optional<AnyArray>& bias, std::size_t 
   return {p, p + N};
 }
 
-// The scale arguments as gemm() takes them (both empty without scaling).
+// The scale arguments as gemm() takes them (both empty without scaling), after the spec's
+// check against the shape (scale_shapes() divides by its blocks).
 std::pair<std::vector<float>, std::vector<float>> scales_of(
     const GemmSpec& s, std::size_t M, std::size_t N, std::size_t K,
     const std::optional<AnyArray>& a_scales, const std::optional<AnyArray>& b_scales) {
+  validate(s, int(M), int(N), int(K));
   if (s.scaling == Scaling::none) return {};
   const ScaleShapes sh = scale_shapes(s, int(M), int(N), int(K));
   const View va = view(*a_scales, "a_scales"), vb = view(*b_scales, "b_scales");
@@ -55,7 +57,6 @@ nb::ndarray<nb::numpy, float> run_gemm(const AnyArray& a, const AnyArray& b,
   const View A = view(a, "a", "|u1", 2), B = view(b, "b", "|u1", 2);
   const std::size_t M = A.shape[0], K = A.shape[1], N = B.shape[0];
   check_gemm_problem("a", "b", M, K, N, B.shape[1]);
-  validate(s, int(M), int(N), int(K));
   std::span<const float> C;
   if (c) {
     const View v = view(*c, "c", "<f4");
@@ -193,7 +194,7 @@ std::vector<std::tuple<std::string, std::string, std::string, std::string, std::
 
 void bind_gemm(nb::module_& m) {
   nb::class_<GemmOptions>(m, "GemmOptions",
-                          "A GEMM's options as the CLI names them (sim/gemm_inputs.hpp); "
+                          "A GEMM's options as the CLI names them (sim/kernel/gemm_inputs.hpp); "
                           "every field starts at the library's default.")
       .def(nb::init<>())
       .def_rw("a_format", &GemmOptions::a_format)
@@ -254,7 +255,7 @@ void bind_gemm(nb::module_& m) {
         },
         nb::arg("gpu"), nb::arg("m"), nb::arg("n"), nb::arg("k"), nb::arg("out"),
         nb::arg("fast"), nb::arg("scale"), nb::arg("bias"),
-        "cuBLASLt's recorded plan for one torch._scaled_mm call (sim/cublaslt_plan.hpp); "
+        "cuBLASLt's recorded plan for one torch._scaled_mm call (sim/kernel/cublaslt_plan.hpp); "
         "raises ValueError where the recordings cannot decide.");
   m.def("recorded_gpus", &recorded_gpus, "The GPUs whose cuBLASLt plans are built in.");
   m.def("kernels", [] {
@@ -275,9 +276,9 @@ void bind_gemm(nb::module_& m) {
         "(name, aliases, instruction, parameters, evidence) of every accumulator preset.");
   m.def("describe_model", [](const std::string& name) { return describe(accumulator_by_name(name)); },
         nb::arg("model"), "A model's parameters, as `fp8sim models` prints them.");
-  m.def("applies_block_scales", [](const std::string& name) {
-          return accumulator_by_name(name).block_scale.has_value();
-        }, nb::arg("model"), "Whether the model applies block scales inside the MMA.");
+  m.def("gemm_scaling", [](const std::string& name) {
+    return std::string(to_string(gemm_scaling_of(name)));
+  }, nb::arg("name"), "The engine's scaling (none|tensor|row|block|mx) for a gemm scaling name.");
 }
 
 }  // namespace fp8sim::py

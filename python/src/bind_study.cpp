@@ -11,9 +11,9 @@
 
 #include "arrays.hpp"
 #include "bindings.hpp"
-#include "probe.hpp"
-#include "replay.hpp"
-#include "sweep.hpp"
+#include "analysis/probe.hpp"
+#include "io/replay.hpp"
+#include "analysis/sweep.hpp"
 
 namespace fp8sim::py {
 namespace {

@@ -1,6 +1,6 @@
 // module: fp8sim._core, the nanobind module over the C++ library (one core, thin front-end).
 #include "bindings.hpp"
-#include "revision.hpp"
+#include "io/revision.hpp"
 
 NB_MODULE(_core, m) {
   m.doc() = "fp8sim's C++ core; use the fp8sim package, which wraps these functions.";

@@ -11,14 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "analyze.hpp"
+#include "analysis/analyze.hpp"
 #include "cli/options.hpp"
 #include "cli/sha256.hpp"
 #include "commands.hpp"
-#include "output_file.hpp"
-#include "parallel.hpp"
-#include "provenance.hpp"
-#include "revision.hpp"
+#include "io/output_file.hpp"
+#include "base/parallel.hpp"
+#include "io/provenance.hpp"
+#include "io/revision.hpp"
 
 namespace fp8sim::cli {
 namespace {
@@ -151,7 +151,7 @@ void run_analyze(const AnalyzeArgs& g, const std::string& command) {
       "sqnr_db = 10 log10(sum R^2 / sum (D - R)^2) with R the exact product of the unquantised "
       "inputs (each output rounded once to double) and D the recipe's result; row/col: the same "
       "over one output row / column; <stage>_exact_sqnr_db: the SQNR with that stage made exact "
-      "and <stage>_share = (E - E_stage) / E its share of the error energy E (sim/analyze.hpp "
+      "and <stage>_share = (E - E_stage) / E its share of the error energy E (sim/analysis/analyze.hpp "
       "defines each stage made exact); cosine / pearson: of row m of A and row n of B over the "
       "sampled pairs";
   // All four files are written in full first and renamed into place only when all four are

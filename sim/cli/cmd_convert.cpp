@@ -11,10 +11,10 @@
 
 #include "commands.hpp"
 #include "cli/options.hpp"
-#include "format.hpp"
-#include "parse_number.hpp"
-#include "rng.hpp"
-#include "rounding.hpp"
+#include "format/format.hpp"
+#include "io/parse_number.hpp"
+#include "base/rng.hpp"
+#include "format/rounding.hpp"
 
 namespace fp8sim::cli {
 namespace {

@@ -9,14 +9,14 @@
 #include <string>
 #include <vector>
 
-#include "accumulator.hpp"
-#include "cublaslt_plan.hpp"
+#include "accumulator/accumulator.hpp"
+#include "kernel/cublaslt_plan.hpp"
 #include "commands.hpp"
 #include "cli/options.hpp"
-#include "gemm.hpp"
-#include "gemm_inputs.hpp"
-#include "kernel.hpp"
-#include "npy.hpp"
+#include "gemm/gemm.hpp"
+#include "kernel/gemm_inputs.hpp"
+#include "kernel/kernel.hpp"
+#include "io/npy.hpp"
 
 namespace fp8sim::cli {
 namespace {

@@ -9,9 +9,9 @@
 
 #include "commands.hpp"
 #include "cli/options.hpp"
-#include "output_file.hpp"
-#include "replay.hpp"
-#include "std_streams.hpp"
+#include "io/output_file.hpp"
+#include "io/replay.hpp"
+#include "io/std_streams.hpp"
 
 namespace fp8sim::cli {
 namespace {

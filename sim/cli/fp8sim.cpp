@@ -9,8 +9,8 @@
 
 #include "cli/options.hpp"
 #include "commands.hpp"
-#include "revision.hpp"
-#include "std_streams.hpp"
+#include "io/revision.hpp"
+#include "io/std_streams.hpp"
 
 namespace {
 

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "limits.hpp"
-#include "parse_number.hpp"
-#include "std_streams.hpp"
+#include "base/limits.hpp"
+#include "io/parse_number.hpp"
+#include "io/std_streams.hpp"
 
 namespace fp8sim::cli {
 

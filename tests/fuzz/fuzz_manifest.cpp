@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "npy.hpp"
-#include "replay.hpp"
+#include "io/npy.hpp"
+#include "io/replay.hpp"
 
 namespace {
 

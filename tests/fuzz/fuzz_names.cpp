@@ -5,10 +5,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "accumulator.hpp"
-#include "format.hpp"
-#include "gemm.hpp"
-#include "rounding.hpp"
+#include "accumulator/accumulator.hpp"
+#include "format/format.hpp"
+#include "gemm/gemm.hpp"
+#include "format/rounding.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -10,9 +10,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "analyze.hpp"
-#include "gemm_inputs.hpp"
-#include "npy.hpp"
+#include "analysis/analyze.hpp"
+#include "kernel/gemm_inputs.hpp"
+#include "io/npy.hpp"
 
 namespace {
 

@@ -120,7 +120,7 @@ def test_ops_opcheck_and_compile_on_cuda(rng):
     x = torch.from_numpy(rng.normal(size=(8, 256)).astype(np.float32)).cuda()
     for op, args, kwargs in [
         (torch.ops.fp8sim.gemm.default, (a, b), dict(promote_every=128)),
-        (torch.ops.fp8sim.quantize.default, (x,), dict(granularity="block:128")),
+        (torch.ops.fp8sim.quantize.default, (x,), dict(scaling="block128")),
         (torch.ops.fp8sim.encode.default, (x,), dict(fmt="e5m2")),
     ]:
         torch.library.opcheck(op, args, kwargs)
@@ -177,10 +177,9 @@ def test_block_scaled_models_on_cuda_tensors(rng, model, fmt, scale):
 
 
 QUANT_FORMATS = ["e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e3m4", "e2m3", "e3m2", "e2m1", "e3m3"]
-QUANT_SCALINGS = [("none", None, "a"), ("tensor", None, "a"), ("tensor", "pow2", "a"),
-                  ("row", None, "a"), ("tile:128", None, "a"), ("tile:128", "pow2", "b"),
-                  ("block:128", None, "a"), ("block:128", None, "b"), ("mx", None, "a"),
-                  ("mx:16", None, "b"), ("mx", "ue4m3", "a"), ("nvfp4", None, "b")]
+QUANT_SCALINGS = [("none", "a"), ("tensor", "a"), ("tensor:pow2", "a"), ("row", "a"),
+                  ("tile128", "a"), ("tile128:pow2", "b"), ("block128", "a"), ("block128", "b"),
+                  ("mx", "a"), ("mx16", "b"), ("mx:ue4m3", "a"), ("nvfp4", "b")]
 
 
 def quant_inputs(rng, fmt, T=200, K=256):
@@ -212,9 +211,9 @@ def test_quantize_on_cuda_gives_cpu_bits(rng, fmt):
     x64 = quant_inputs(rng, fmt)
     for dtype in (torch.float64, torch.float32, torch.bfloat16, torch.int64):
         xt = torch.from_numpy(x64).to(dtype)
-        for gran, enc, role in QUANT_SCALINGS:
-            want = fp8sim.quantize(xt.double().numpy(), fmt, gran, enc, role=role, tensor_rows=64)
-            got = fp8sim.quantize(xt.cuda(), fmt, gran, enc, role=role, tensor_rows=64)
+        for scaling, role in QUANT_SCALINGS:
+            want = fp8sim.quantize(xt.double().numpy(), fmt, scaling, role=role, tensor_rows=64)
+            got = fp8sim.quantize(xt.cuda(), fmt, scaling, role=role, tensor_rows=64)
             where = f"{fmt} {gran}:{enc} role {role} {dtype}"
             assert got.codes.is_cuda and got.codes.dtype == torch.uint8, where
             np.testing.assert_array_equal(got.codes.cpu().numpy(), want.codes, err_msg=where)
@@ -234,7 +233,7 @@ def test_quantize_on_cuda_long_rows(rng):
         x = rng.normal(size=(T, K))
         for t in range(T):
             x[t, rng.integers(K)] = 1e6 * (t + 1)  # one large value per row, anywhere
-        for gran in ("tensor", "row", "tile:128"):
+        for gran in ("tensor", "row", "tile128"):
             want = fp8sim.quantize(x, "e4m3", gran)
             got = fp8sim.quantize(torch.from_numpy(x).cuda(), "e4m3", gran)
             np.testing.assert_array_equal(got.scales, want.scales, err_msg=f"{T}x{K} {gran}")
@@ -248,11 +247,11 @@ def test_quantize_on_cuda_refuses_bad_input_in_one_line():
     with pytest.raises(ValueError, match=r"^x: value at index 519 is nan$"):
         fp8sim.quantize(x, "e4m3", "none")
     with pytest.raises(ValueError, match=r"^x: value at index 519 is nan$"):
-        fp8sim.quantize(x, "e4m3", "tile:128")
+        fp8sim.quantize(x, "e4m3", "tile128")
     with pytest.raises(ValueError, match="format 'fp16' is 16 bits wide"):
         fp8sim.quantize(torch.ones(4, 256, device="cuda"), "fp16")
     with pytest.raises(ValueError, match="not a multiple of the block length 128"):
-        fp8sim.quantize(torch.ones(4, 200, device="cuda"), "e4m3", "tile:128")
+        fp8sim.quantize(torch.ones(4, 200, device="cuda"), "e4m3", "tile128")
     codes, scales = torch.ops.fp8sim.quantize(torch.ones(3, 32, device="cuda"))
     assert codes.is_cuda and scales.is_cuda
 

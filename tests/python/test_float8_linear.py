@@ -10,8 +10,8 @@ import fp8sim.torch as ft  # noqa: E402
 
 def direct_mm(g, a, b):
     """A (M x K) times B^T (B: N x K) under GemmRecipe g, with the NumPy API only."""
-    qa = fp8sim.quantize(a, g.a_format, g.a_granularity, g.scale_encoding or None, role="a")
-    qb = fp8sim.quantize(b, g.b_format, g.b_granularity, g.scale_encoding or None, role="b")
+    qa = fp8sim.quantize(a, g.a_format, g.a_scaling, role="a")
+    qb = fp8sim.quantize(b, g.b_format, g.b_scaling, role="b")
     scaled = qa.scaling != "none"
     return fp8sim.gemm(qa.codes, qb.codes, a_format=g.a_format, b_format=g.b_format,
                        model=g.model, promote_every=g.promote_every,
@@ -59,7 +59,7 @@ def test_bf16_layers_are_the_three_gemms_on_their_values(rng):
     assert y.dtype == torch.bfloat16 and torch.equal(y.detach(), bf16(direct_mm(r.fprop, xn, wn)))
     assert torch.equal(x.grad, bf16(direct_mm(r.dgrad, dyn, wn.T.copy())))
     assert torch.equal(lin.weight.grad, bf16(direct_mm(r.wgrad, dyn.T.copy(), xn.T.copy())))
-    q, want = fp8sim.quantize(x.detach(), "e4m3", "tile:128"), fp8sim.quantize(xn, "e4m3", "tile:128")
+    q, want = fp8sim.quantize(x.detach(), "e4m3", "tile128"), fp8sim.quantize(xn, "e4m3", "tile128")
     assert np.array_equal(q.codes, want.codes) and np.array_equal(q.scales, want.scales)
 
 
@@ -86,7 +86,7 @@ def test_named_recipes_follow_their_sources(rng):
     assert (te.wgrad.a_format, te.wgrad.promote_every) == ("e5m2", 128)
     ds = ft.recipe("deepseek-v3")
     assert {g.promote_every for g in (ds.fprop, ds.dgrad, ds.wgrad)} == {128}
-    assert ds.fprop.a_granularity == "block:128"
+    assert ds.fprop.a_scaling == "block128"
     T, IN, OUT = 64, 256, 128
     x = torch.from_numpy(rng.normal(size=(T, IN)).astype(np.float32))
     dy = torch.from_numpy(rng.normal(size=(T, OUT)).astype(np.float32))

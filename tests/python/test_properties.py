@@ -98,15 +98,15 @@ def ref_scale(amax, fmt, enc):
 @settings(max_examples=150, deadline=None)
 @given(x=hnp.arrays(np.float64, st.tuples(st.integers(1, 5), st.sampled_from([32, 64])),
                     elements=st.floats(-1e4, 1e4)),
-       gran=st.sampled_from(["tensor", "row", "tile:32", "mx"]),
+       gran=st.sampled_from(["tensor", "row", "tile32", "mx"]),
        enc=st.sampled_from(["fp32", "pow2", "e8m0"]), fmt=st.sampled_from(["e4m3", "e5m2"]))
 @example(x=np.full((1, 32), 5e-324), gran="tensor", enc="pow2", fmt="e4m3")  # amax / max underflows
 def test_quantize_follows_the_scale_rules(x, gran, enc, fmt):
     if gran == "mx":
         enc = "e8m0"
-    q = fp8sim.quantize(x, fmt, gran, enc)
+    q = fp8sim.quantize(x, fmt, f"{gran}:{enc}")
     T, K = x.shape
-    nc = {"tensor": K, "row": K, "tile:32": 32, "mx": 32}[gran]
+    nc = {"tensor": K, "row": K, "tile32": 32, "mx": 32}[gran]
     rows = T if gran == "tensor" else 1
     fmax = fp8sim.describe(fmt)["max"]
     mt = ORACLE[fmt][0]

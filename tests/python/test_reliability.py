@@ -209,26 +209,26 @@ def test_scaled_mm_refuses_out_dtypes_torch_does_not_produce(dtype):
 
 
 SCALINGS = [
-    ("none", "", "a"), ("tensor", "", "a"), ("tensor", "pow2", "a"), ("row", "", "a"),
-    ("row", "e8m0", "b"), ("tile:32", "", "a"), ("tile:128", "", "b"), ("block:128", "", "a"),
-    ("block:128", "", "b"), ("block:32", "pow2", "b"), ("mx", "", "a"), ("mx", "", "b"),
-    ("mx:16", "", "a"), ("mx:16", "ue4m3", "b"), ("nvfp4", "", "a"), ("nvfp4", "", "b"),
+    ("none", "a"), ("tensor", "a"), ("tensor:pow2", "a"), ("row", "a"), ("row:e8m0", "b"),
+    ("tile32", "a"), ("tile128", "b"), ("block128", "a"), ("block128", "b"),
+    ("block32:pow2", "b"), ("mx", "a"), ("mx", "b"), ("mx16", "a"), ("mx16:ue4m3", "b"),
+    ("nvfp4", "a"), ("nvfp4", "b"),
 ]
 
 
 @pytest.mark.parametrize("T", [1, 130, 256])
-@pytest.mark.parametrize("gran,enc,role", SCALINGS, ids=[f"{g}-{e}-{r}" for g, e, r in SCALINGS])
-def test_quantize_fake_kernel_gives_the_real_scale_shapes(gran, enc, role, T):
+@pytest.mark.parametrize("scaling,role", SCALINGS, ids=[f"{s}-{r}" for s, r in SCALINGS])
+def test_quantize_fake_kernel_gives_the_real_scale_shapes(scaling, role, T):
     torch = _torch()
     import fp8sim.torch  # noqa: F401  (registers the ops)
     from torch._subclasses.fake_tensor import FakeTensorMode
-    fmt = "e2m1" if gran == "nvfp4" else "e4m3"
+    fmt = "e2m1" if scaling == "nvfp4" else "e4m3"
     x = torch.randn(T, 256, generator=torch.Generator().manual_seed(T))
-    codes, scales = torch.ops.fp8sim.quantize(x, fmt, gran, enc, role)
+    codes, scales = torch.ops.fp8sim.quantize(x, fmt, scaling, role)
     with FakeTensorMode() as mode:
-        fc, fs = torch.ops.fp8sim.quantize(mode.from_tensor(x), fmt, gran, enc, role)
+        fc, fs = torch.ops.fp8sim.quantize(mode.from_tensor(x), fmt, scaling, role)
     assert (tuple(fc.shape), tuple(fs.shape)) == (tuple(codes.shape), tuple(scales.shape))
-    torch.library.opcheck(torch.ops.fp8sim.quantize.default, (x, fmt, gran, enc, role),
+    torch.library.opcheck(torch.ops.fp8sim.quantize.default, (x, fmt, scaling, role),
                           test_utils=("test_schema", "test_faketensor"))
 
 
@@ -239,9 +239,9 @@ def test_quantize_under_torch_compile_every_scaling():
 
     def f(x):
         out = []
-        for gran, enc, role in SCALINGS:
-            fmt = "e2m1" if gran == "nvfp4" else "e4m3"
-            c, s = torch.ops.fp8sim.quantize(x, fmt, gran, enc, role)
+        for scaling, role in SCALINGS:
+            fmt = "e2m1" if scaling == "nvfp4" else "e4m3"
+            c, s = torch.ops.fp8sim.quantize(x, fmt, scaling, role)
             out.append(s.sum() + s.shape[0] * 1000 + s.shape[1])
         return torch.stack(out)
 

@@ -1,5 +1,5 @@
 # test_scaled_mm_hw: fp8sim.torch.scaled_mm against torch._scaled_mm as it ran on an H100 and
-# an H200 (cuBLASLt, CUDA 13; captured by cuda/capture_scaled_mm.py into tests/data/hw): every
+# an H200 (cuBLASLt, CUDA 13; captured by cuda/capture/capture_scaled_mm.py into tests/data/hw): every
 # scale mode, output type, bias and fast accumulation, and the split-K count cuBLASLt chose.
 import json
 import os

@@ -23,9 +23,9 @@ def test_opcheck_every_op(rng):
         (torch.ops.fp8sim.gemm.default, (a, b, torch.zeros(4, 3), torch.ones(1, 1),
                                          torch.ones(1, 1)),
          dict(scaling="tensor", promote_every=128)),
-        (torch.ops.fp8sim.quantize.default, (x,), dict(granularity="block:128")),
-        (torch.ops.fp8sim.quantize.default, (x,), dict(granularity="block:128", role="b")),
-        (torch.ops.fp8sim.quantize.default, (x,), dict(granularity="mx")),
+        (torch.ops.fp8sim.quantize.default, (x,), dict(scaling="block128")),
+        (torch.ops.fp8sim.quantize.default, (x,), dict(scaling="block128", role="b")),
+        (torch.ops.fp8sim.quantize.default, (x,), dict(scaling="mx")),
         (torch.ops.fp8sim.encode.default, (x,), dict(fmt="e5m2")),
     ]
     for op, args, kwargs in samples:

@@ -1,0 +1,83 @@
+// device_memory: what the CUDA engines (gemm_engine.cu, quantize_engine.cu) share on the
+// host side: errors as std::runtime_error, stream-ordered device memory from the device's
+// cached pool, uploads, and the device and stream a DeviceLaunch asks for.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "gemm/device_gemm.hpp"
+
+namespace fp8sim::gpu {
+
+inline void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("device cuda: ") + what + ": " + cudaGetErrorString(e));
+}
+
+// Device memory, stream-ordered: allocated and freed on the engine's stream from the device's
+// default pool (kept cached between calls: no cudaMalloc/cudaFree synchronisation per call).
+struct DeviceFree {
+  cudaStream_t stream = nullptr;
+  void operator()(void* p) const { cudaFreeAsync(p, stream); }
+};
+using DeviceBuffer = std::unique_ptr<void, DeviceFree>;
+
+inline DeviceBuffer device_alloc(std::size_t bytes, cudaStream_t st) {
+  void* d = nullptr;
+  check(cudaMallocAsync(&d, bytes, st), "cudaMallocAsync");
+  return DeviceBuffer(d, DeviceFree{st});
+}
+
+template <class T>
+T* upload(const T* host, std::size_t n, cudaStream_t st, DeviceBuffer& keep) {
+  if (host == nullptr || n == 0) return nullptr;
+  keep = device_alloc(n * sizeof(T), st);
+  void* d = keep.get();
+  check(cudaMemcpyAsync(d, host, n * sizeof(T), cudaMemcpyHostToDevice, st), "upload");
+  return static_cast<T*>(d);
+}
+
+// The device and stream of one engine call: checks that there is a CUDA device, makes
+// launch.device current (where >= 0), keeps the default pool's freed memory cached, and uses
+// launch.stream, or a stream of its own (launch.own_stream, destroyed with this), or the
+// default stream.
+class LaunchStream {
+ public:
+  explicit LaunchStream(const DeviceLaunch& launch) {
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+      cudaGetLastError();
+      throw std::runtime_error("device cuda: no CUDA device");
+    }
+    if (launch.device >= 0) check(cudaSetDevice(launch.device), "set device");
+    int dev = 0;
+    check(cudaGetDevice(&dev), "get device");
+    cudaMemPool_t pool;
+    check(cudaDeviceGetDefaultMemPool(&pool, dev), "memory pool");
+    std::uint64_t keep = UINT64_MAX;
+    check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "memory pool");
+    stream_ = static_cast<cudaStream_t>(launch.stream);
+    if (!stream_ && launch.own_stream) {
+      check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
+      owned_ = true;
+    }
+  }
+  ~LaunchStream() {
+    if (owned_) cudaStreamDestroy(stream_);
+  }
+  LaunchStream(const LaunchStream&) = delete;
+  LaunchStream& operator=(const LaunchStream&) = delete;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  bool owned_ = false;
+};
+
+}  // namespace fp8sim::gpu

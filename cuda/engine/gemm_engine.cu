@@ -1,0 +1,275 @@
+// gemm_engine: the CUDA GEMM engine behind GemmSpec::device == cuda (run_device_gemm).
+//
+// Path choice, from the model's data (as sim/gemm/engine_cpu.cpp's Engine chooses):
+//   tiled_gemm    integer-step models (no block, c join, or c add with an fp32 output)
+//                 with an e8mX output rounded rz/rne and a step of 16 or 32 products;
+//   dot_kernel    one thread per output through gemm_engine_step.cuh's dot_output (fast
+//                 steps where exact, group-sum steps for FP4 block-scaled models, reference
+//                 steps elsewhere): every other model, every output the tiled kernel hands
+//                 back (kRedoBits), and batched dot products.
+// Operands are uploaded once as values, or (resident GEMMs: codes already on the device)
+// decoded once there through the format's table; alignment exponents are derived on the
+// GPU; no M x N x K temporaries. Every output is one fixed sequence along K, so results do not
+// depend on the launch configuration or the stream.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gemm/device_gemm.hpp"
+#include "engine/device_memory.cuh"
+#include "engine/gemm_engine_tiled.cuh"
+
+namespace fp8sim {
+namespace {
+
+using gpu::FastPath;
+using gpu::Params;
+
+using gpu::check;
+using gpu::device_alloc;
+using gpu::DeviceBuffer;
+using gpu::upload;
+
+int bit_width(unsigned x) { return x == 0 ? 0 : 32 - __builtin_clz(x); }
+
+// The fast step's number type: float where products, grid and sums are exact in float
+// (the CPU's int32_float condition), double where they are in double, else none.
+FastPath choose_fast(const DeviceGemm& g) {
+  const DeviceModel& m = g.model;
+  if (m.exact || m.c_entry == 1 || m.block != 0 || m.renormalise || m.group < 1 || g.group_sum > 1)
+    return FastPath::none;
+  const int lo = std::min(g.a_min_normal - g.a_mantissa, g.b_min_normal - g.b_mantissa);
+  const int hi = g.a_max_exponent + g.b_max_exponent + 2;
+  const bool float_products = g.a_mantissa + g.b_mantissa + 2 <= 24 && 2 * lo >= -126 && hi <= 127;
+  const int f = m.frac_bits, sum_bits = bit_width(static_cast<unsigned>(m.group + 1));
+  if (float_products && f + 2 + sum_bits <= 24 && f <= 20) return FastPath::f32;
+  if (f + 2 + sum_bits <= 53 && f <= 49) return FastPath::f64;
+  return FastPath::none;
+}
+
+// Resident GEMMs: codes -> values through the format's table, once per element; the smallest
+// index of a code beyond the table goes to *bad (initialised to n).
+// Values of an n-element operand of K columns: element (r, k) is code r * ld + k0 + k for
+// k < cols, +0 beyond (DeviceGemm::code_ld); a bad code's element index goes to `bad`.
+__global__ void decode_kernel(const unsigned char* codes, std::size_t n, int K, int ld, int k0,
+                              int cols, const float* lut, int lut_size, float* out,
+                              unsigned long long* bad) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t r = i / unsigned(K);
+    const int k = int(i - r * unsigned(K));
+    if (k >= cols) {
+      out[i] = 0.0f;
+      continue;
+    }
+    const int c = codes[r * unsigned(ld) + unsigned(k0 + k)];
+    if (c >= lut_size) {
+      atomicMin(bad, static_cast<unsigned long long>(i));
+      out[i] = 0.0f;
+    } else {
+      out[i] = lut[c];
+    }
+  }
+}
+
+// Resident operands decoded on the device: one allocation holds A's and B's values, both
+// code tables and the two bad-code indices; checked after the GEMM (one synchronisation).
+struct ResidentOperands {
+  DeviceBuffer keep;
+  const float* A = nullptr;
+  const float* B = nullptr;
+  unsigned long long* bad = nullptr;  // device: first bad index of A, then of B
+};
+
+ResidentOperands decode_resident(const DeviceGemm& g, std::size_t a_n, std::size_t b_n,
+                                 cudaStream_t st) {
+  // Host staging, uploaded at once: the two indices set to "none" (a_n, b_n; first, so that
+  // they are 8-byte aligned), then both tables; the values follow on the device.
+  const std::size_t la = std::size_t(g.a_lut_size), lb = std::size_t(g.b_lut_size);
+  std::vector<float> stage(4 + la + lb);
+  const unsigned long long none[2] = {a_n, b_n};
+  std::memcpy(stage.data(), none, sizeof none);
+  std::copy(g.a_lut, g.a_lut + la, stage.begin() + 4);
+  std::copy(g.b_lut, g.b_lut + lb, stage.begin() + 4 + la);
+  ResidentOperands r;
+  r.keep = device_alloc((stage.size() + a_n + b_n) * sizeof(float), st);
+  float* base = static_cast<float*>(r.keep.get());
+  check(cudaMemcpyAsync(base, stage.data(), stage.size() * sizeof(float), cudaMemcpyHostToDevice,
+                        st), "upload");
+  r.bad = reinterpret_cast<unsigned long long*>(base);
+  const float* tables = base + 4;
+  float* values = base + stage.size();
+  const int ld = g.code_ld > 0 ? g.code_ld : g.K, cols = g.code_ld > 0 ? g.code_cols : g.K;
+  auto launch = [&](const unsigned char* codes, std::size_t n, const float* lut, int size,
+                    float* out, unsigned long long* bad) {
+    if (n == 0) return;
+    const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 1u << 16));
+    decode_kernel<<<blocks, 256, 0, st>>>(codes, n, g.K, ld, g.code_k0, cols, lut, size, out,
+                                          bad);
+    check(cudaGetLastError(), "decode kernel launch");
+  };
+  launch(g.A_codes, a_n, tables, g.a_lut_size, values, r.bad);
+  launch(g.B_codes, b_n, tables + la, g.b_lut_size, values + a_n, r.bad + 1);
+  r.A = values;
+  r.B = values + a_n;
+  return r;
+}
+
+// After the GEMM's synchronisation: a code beyond its table throws std::invalid_argument
+// naming the code, its (row, col) and the format.
+void check_resident_codes(const DeviceGemm& g, std::size_t a_n, std::size_t b_n,
+                          const unsigned long long first[2]) {
+  const std::size_t n[2] = {a_n, b_n};
+  const unsigned char* codes[2] = {g.A_codes, g.B_codes};
+  const char* names[2] = {g.a_name, g.b_name};
+  for (int i = 0; i < 2; ++i) {
+    if (first[i] >= n[i]) continue;
+    const unsigned long long row = first[i] / unsigned(g.K);
+    const unsigned long long col = first[i] % unsigned(g.K) + unsigned(g.code_k0);
+    const unsigned long long ld = g.code_ld > 0 ? unsigned(g.code_ld) : unsigned(g.K);
+    unsigned char code = 0;
+    check(cudaMemcpy(&code, codes[i] + row * ld + col, 1, cudaMemcpyDeviceToHost), "download");
+    char msg[160];
+    std::snprintf(msg, sizeof msg, "code %#x at (%llu, %llu) is not a code of %s",
+                  unsigned(code), row, col, names[i]);
+    throw std::invalid_argument(msg);
+  }
+}
+
+__global__ void dot_kernel(const Params p) {
+  const std::size_t outputs = std::size_t(p.g.M) * p.g.N;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < outputs;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    if (p.redo_only && __float_as_uint(p.g.D[i]) != gpu::kRedoBits) continue;
+    const int a_row = p.g.batched ? int(i) : int(i / p.g.N);
+    const int b_row = p.g.batched ? int(i) : int(i % p.g.N);
+    p.g.D[i] = gpu::dot_output(p, a_row, b_row, p.g.C ? p.g.C[i] : 0.0f);
+  }
+}
+
+// Tile shapes of the tiled kernel, 256 threads a block, two blocks an SM (128 registers):
+//   float steps:  128 x 64 outputs a block, 8 x 4 a thread;
+//   double steps:  64 x 64 outputs a block, 4 x 4 a thread (double sums take two registers).
+template <class V> struct Tile;
+template <> struct Tile<float> { static constexpr int BM = 128, BN = 64, BK = 32, TM = 8, TN = 4; };
+template <> struct Tile<double> { static constexpr int BM = 64, BN = 64, BK = 32, TM = 4, TN = 4; };
+
+template <class V, int G, bool RNE>
+void launch_tiled(const Params& p, cudaStream_t st) {
+  using T = Tile<V>;
+  auto kernel = gpu::tiled_gemm<V, G, RNE, T::TM, T::TN, T::BM, T::BN, T::BK>;
+  constexpr int smem = gpu::tiled_smem_bytes(T::BM, T::BN, T::BK, T::TM, T::TN);
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+        "shared memory limit");
+  const dim3 grid((p.g.N + T::BN - 1) / T::BN, (p.g.M + T::BM - 1) / T::BM);
+  kernel<<<grid, (T::BM / T::TM) * (T::BN / T::TN), smem, st>>>(p);
+  check(cudaGetLastError(), "tiled kernel launch");
+}
+
+// Whether the tiled kernel runs this GEMM, and which instance; false: dot_kernel only.
+bool launch_tiled_for(const Params& p, cudaStream_t st) {
+  const DeviceModel& m = p.g.model;
+  const bool c_ok = m.c_entry == 0 || (m.c_entry == 2 && p.out_fp32_model);
+  if (p.g.batched || p.fast == FastPath::none || !p.out_e8 || !m.c_register_fp32 || !c_ok ||
+      m.zero_on)
+    return false;
+  const bool rne = m.term_cut == kRne;
+  if (p.fast == FastPath::f32) {
+    if (m.group == 32) rne ? launch_tiled<float, 32, true>(p, st) : launch_tiled<float, 32, false>(p, st);
+    else if (m.group == 16) rne ? launch_tiled<float, 16, true>(p, st) : launch_tiled<float, 16, false>(p, st);
+    else return false;
+    return true;
+  }
+  if (m.group == 32) rne ? launch_tiled<double, 32, true>(p, st) : launch_tiled<double, 32, false>(p, st);
+  else if (m.group == 16) rne ? launch_tiled<double, 16, true>(p, st) : launch_tiled<double, 16, false>(p, st);
+  else return false;
+  return true;
+}
+
+void launch_dot(Params p, bool redo_only, cudaStream_t st) {
+  p.redo_only = redo_only;
+  const std::size_t outputs = std::size_t(p.g.M) * p.g.N;
+  const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((outputs + 127) / 128, 1u << 20));
+  dot_kernel<<<blocks, 128, 0, st>>>(p);
+  check(cudaGetLastError(), "dot kernel launch");
+}
+
+}  // namespace
+
+void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
+  const gpu::LaunchStream stream(launch);
+  const cudaStream_t st = stream.get();
+  // The reference step's frames (WideSum, nested for c=add) outgrow the default stack.
+  std::size_t stack = 0;
+  check(cudaDeviceGetLimit(&stack, cudaLimitStackSize), "stack size");
+  if (stack < 8192) check(cudaDeviceSetLimit(cudaLimitStackSize, 8192), "stack size");
+
+  Params p;
+  p.g = g;
+  const DeviceModel& m = g.model;
+  p.fast = choose_fast(g);
+  const bool e8 = m.output.min_exponent == -126 && m.output.max_exponent == 127;
+  p.out_e8 = e8 && (m.output_rounding == kRz || m.output_rounding == kRne);
+  p.out_drop = 52 - m.output.mantissa_bits;
+  p.out_fp32_model = e8 && m.output.mantissa_bits == 23;
+
+  const std::size_t outputs = std::size_t(g.M) * g.N;
+  const std::size_t b_rows = g.batched ? std::size_t(g.M) : std::size_t(g.N);
+  DeviceBuffer bufA, bufB, bufC, bufSa, bufSb, bufD;
+  const std::size_t a_n = std::size_t(g.M) * g.K, b_n = b_rows * g.K;
+  ResidentOperands res;
+  if (g.resident) {  // codes, C and D on the device already: decode once, write D in place
+    res = decode_resident(g, a_n, b_n, st);
+    p.g.A = res.A;
+    p.g.B = res.B;
+  } else {
+    p.g.A = upload(g.A, std::size_t(g.M) * g.K, st, bufA);
+    p.g.B = upload(g.B, b_rows * g.K, st, bufB);
+    p.g.C = upload(g.C, g.C ? outputs : 0, st, bufC);
+    bufD = device_alloc(outputs * sizeof(float), st);
+    p.g.D = static_cast<float*>(bufD.get());
+  }
+  p.g.sa = upload(g.sa, g.sa_size, st, bufSa);
+  p.g.sb = upload(g.sb, g.sb_size, st, bufSb);
+
+  cudaEvent_t ev[2];
+  for (auto& e : ev) check(cudaEventCreate(&e), "event");
+  check(cudaEventRecord(ev[0], st), "event");
+  const bool tiled = launch.kernel == 0 && launch_tiled_for(p, st);
+  launch_dot(p, tiled, st);
+  check(cudaEventRecord(ev[1], st), "event");
+  unsigned long long first_bad[2] = {a_n, b_n};
+  if (g.resident)
+    check(cudaMemcpyAsync(first_bad, res.bad, sizeof first_bad, cudaMemcpyDeviceToHost, st),
+          "download");
+  else
+    check(cudaMemcpyAsync(g.D, p.g.D, outputs * sizeof(float), cudaMemcpyDeviceToHost, st),
+          "download");
+  check(cudaStreamSynchronize(st), "kernel");
+  if (g.resident) check_resident_codes(g, a_n, b_n, first_bad);
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, ev[0], ev[1]), "event");
+  for (auto& e : ev) cudaEventDestroy(e);
+  if (launch.kernel_seconds) *launch.kernel_seconds = ms * 1e-3;
+}
+
+void copy_device(void* dst, const void* src, std::size_t bytes, bool to_device, void* stream,
+                 int device) {
+  DeviceLaunch launch;
+  launch.stream = stream;
+  launch.device = device;
+  const gpu::LaunchStream st(launch);
+  check(cudaMemcpyAsync(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                        st.get()),
+        to_device ? "upload" : "download");
+  check(cudaStreamSynchronize(st.get()), to_device ? "upload" : "download");
+}
+
+}  // namespace fp8sim

@@ -1,0 +1,129 @@
+// device_gemm: the GEMM handed to the CUDA engine (cuda/engine/gemm_engine.cu) as plain data.
+//
+// sim/ never includes CUDA headers: gemm_device.cpp fills a DeviceGemm from the
+// GemmSpec and the decoded operands (every model parameter read from the model's data,
+// never from its name) and calls run_device_gemm(), which the CUDA engine defines when the
+// build has CUDA and sim/gemm/gemm_device_stub.cpp defines (as an error) when it does not.
+// Plain C++17 so that nvcc compiles it as it is.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace fp8sim {
+
+// An IEEE-style format the engine rounds into (an accumulator output, a C register, an
+// output type): |v| = n * 2^(e - mantissa_bits), e >= min_exponent, e <= max_exponent.
+struct DeviceFormat {
+  int mantissa_bits = 23;
+  int min_exponent = -126;  // smallest normal exponent
+  int max_exponent = 127;   // exponent of the largest finite value
+};
+
+// The accumulator model (AccumulatorSpec) as numbers.
+struct DeviceModel {
+  int group = 32;          // products per fused step; 0: the whole chunk (exact model)
+  int frac_bits = 13;
+  int term_cut = 0;        // DeviceRounding
+  int c_entry = 0;         // 0 join, 1 exact, 2 add (CEntry)
+  int block = 0;           // products per instruction of chained steps (0: none)
+  bool interleave = false;
+  bool renormalise = false;
+  bool exact = false;
+  bool signed_zero = false; // a nonzero sum that rounds to zero keeps its sign
+  DeviceFormat output;
+  int output_rounding = 1; // DeviceRounding
+  DeviceFormat c_register; // C enters in this format (fp32 for 8-bit-exponent outputs)
+  bool c_register_fp32 = true;
+  int c_min_exponent = -126;
+  bool zero_on = false;    // a zero term (zero product, zero c joining) aligns at zero_exponent
+  int zero_exponent = 0;   // (set only where it can change a step on the operands' formats)
+};
+
+// Rounding directions, numbered as fp8sim::Rounding (rne, rz, ru, rd, rna).
+enum DeviceRounding : int { kRne = 0, kRz = 1, kRu = 2, kRd = 3, kRna = 4 };
+
+// One GEMM (or batched dot product) on decoded operand values.
+//   gemm:    D[m*N+n] = dot(A row m, B row n), M x N outputs.
+//   batched: D[t] = dot(A row t, B row t), M outputs (N is 1).
+// Scales of output (a_row, b_row) at K block kb: sa[a_bcast ? kb : a_row*a_cols + kb],
+// sb[b_bcast ? kb : (b_row / b_div)*b_cols + kb] (kb = 0 when scale_block is 0).
+struct DeviceGemm {
+  DeviceModel model;
+  int M = 0, N = 0, K = 0;
+  bool batched = false;
+  int promote_every = 0;     // 0: never
+  bool scaled = false;
+  bool scale_a_first = false;  // promotion: acc = fmaf(part * sa, sb, acc) (ScaleOrder::triton);
+                               // else acc = fmaf(sa * sb, part, acc)
+  int scale_block = 0;       // K elements per scale (0: one for all of K)
+  int a_cols = 1, b_cols = 1, b_div = 1;
+  bool a_bcast = false, b_bcast = false;
+  DeviceFormat out_type;     // f32, bf16 or f16
+  bool out_fp32 = true;
+  // Operand formats: the alignment exponent of a nonzero finite value is
+  // max(floor(log2|v|), *_align_min) (the unpacked format's when the model unpacks).
+  int a_align_min = -6, b_align_min = -6;
+  int a_mantissa = 3, b_mantissa = 3;
+  int a_min_normal = -6, b_min_normal = -6;  // of the formats themselves (product range)
+  int a_max_exponent = 8, b_max_exponent = 8;
+  // Power-of-two block scales folded into the operands (sim/gemm/block_fold.hpp): A and B hold
+  // v * s, sa and sb hold the scales s (the layout above, scale_block elements each, scaled
+  // false: nothing is applied at promotion), and an element's alignment floor is
+  // *_align_min + log2 s, as its exponent moved with its value (a subnormal element aligns
+  // at its format's minimum normal exponent, moved by its scale).
+  bool fold = false;
+  // Block scales inside the MMA on group sums (kind::mxf4, kind::mxf4nvf4; group_sums_fit
+  // holds): each step's products summed exactly in groups of group_sum, each sum times its
+  // block's two scales (sa, sb in the layout above, scale_block elements each; scaled false),
+  // aligned on their exponents, at least scale_min_exponent each. Operands, scales and C are
+  // finite. 0: no group sums.
+  int group_sum = 0;
+  int scale_min_exponent = 0;
+  const float* A = nullptr;  // M x K values (host memory)
+  const float* B = nullptr;  // N x K (batched: M x K)
+  const float* C = nullptr;  // one per output, or null
+  const float* sa = nullptr;
+  const float* sb = nullptr;
+  std::size_t sa_size = 0, sb_size = 0;
+  float* D = nullptr;        // one per output, values of out_type (host memory)
+  // Resident GEMMs (gemm_resident): A_codes, B_codes, C and D are memory of the current
+  // CUDA device, A and B are unset, and the engine decodes each code once through the
+  // tables a_lut / b_lut (host, lut_size values: code -> value); a code >= lut_size is
+  // reported as not a code of a_name / b_name. Scales stay in host memory.
+  bool resident = false;
+  const unsigned char* A_codes = nullptr;
+  const unsigned char* B_codes = nullptr;
+  const float* a_lut = nullptr;
+  const float* b_lut = nullptr;
+  int a_lut_size = 256, b_lut_size = 256;
+  const char* a_name = "";
+  const char* b_name = "";
+  // Which columns of the resident codes this GEMM's K covers: element (r, k) of A (and B)
+  // is code r * code_ld + code_k0 + k for k < code_cols, and +0 beyond (a zero-padded K
+  // tail); code_ld 0 means K (the codes are exactly M x K). Split-K slices and kernels'
+  // masked K tails read the caller's arrays in place this way.
+  int code_ld = 0, code_k0 = 0, code_cols = 0;
+};
+
+// How the engine launches (tests vary it; results never depend on it).
+struct DeviceLaunch {
+  int kernel = 0;            // 0: fastest available; 1: one thread per output everywhere
+  bool own_stream = false;   // run on a stream of its own instead of the default stream
+  double* kernel_seconds = nullptr;  // where set: the kernels' time (CUDA events), no copies
+  void* stream = nullptr;    // where set: this cudaStream_t (the caller's, e.g. torch's current
+                             // stream), which overrides own_stream
+  int device = -1;           // where >= 0: run on this CUDA device (resident operands' device)
+};
+
+// Runs g on the current CUDA device. Throws std::runtime_error("fp8sim was built without
+// CUDA") in a build without CUDA, "no CUDA device" without a GPU.
+void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch = {});
+
+// Copies `bytes` between host memory and CUDA device memory (to_device: host -> device) on
+// `stream` of CUDA device `device` (-1: the current one), after the work queued there, and
+// returns when the copy is done; throws std::runtime_error as run_device_gemm does.
+void copy_device(void* dst, const void* src, std::size_t bytes, bool to_device,
+                 void* stream = nullptr, int device = -1);
+
+}  // namespace fp8sim

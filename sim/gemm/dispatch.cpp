@@ -1,0 +1,230 @@
+// dispatch: the one place that decides how a GEMM runs. gemm(), gemm_prefixes() and
+// batched_dot() (operands on the host) come here, in this order: a kernel's zero-padded K
+// tail, the library GEMM around the chain (split-K, epilogue scales, bias: gemm_split.hpp),
+// operands unpacked for the model, the spec checked against the shapes, block scales folded
+// into the operands or applied by group sums (block_fold.hpp), then the CUDA engine
+// (gemm_device.hpp) or the CPU engine (engine_cpu.hpp). gemm_resident() (operands in CUDA
+// memory) takes the same routes: a block-scaled model through the host entry (one copy each
+// way), else the K tail and split-K slices read in place by the CUDA engine, the reduction and
+// epilogue as the library GEMM does them. No front-end decides any of this itself.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "gemm/block_fold.hpp"
+#include "gemm/device_gemm.hpp"
+#include "gemm/engine_cpu.hpp"
+#include "gemm/gemm.hpp"
+#include "gemm/gemm_device.hpp"
+#include "gemm/gemm_split.hpp"
+#include "format/rounding.hpp"
+
+namespace fp8sim {
+namespace {
+
+std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
+
+void check_span(std::string_view what, std::size_t got, std::size_t want) {
+  if (got != want)
+    throw std::invalid_argument(fmt::format("{} has {} elements, expected {}", what, got, want));
+}
+
+// Scales a model applies inside the MMA must be values of its scale format (NaN included).
+void check_block_scales(const GemmSpec& s, const FormatSpec& f, std::span<const float> sa,
+                        std::span<const float> sb) {
+  const RoundingSpec exact{Rounding::rne, Overflow::nonsat, 32};
+  for (const auto& [what, v] : {std::pair{"A scales", sa}, std::pair{"B scales", sb}})
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const double back = decode(f, encode(v[i], f, exact));
+      if (!(back == v[i] || (std::isnan(back) && std::isnan(v[i]))))
+        throw std::invalid_argument(fmt::format(
+            "{}[{}] = {} is not a {} value (model {} applies its scales inside the MMA)", what,
+            i, format_value(v[i]), f.name, s.model.name));
+    }
+}
+
+// The dispatcher under gemm(), gemm_prefixes() and batched_dot(), routes in the order of the
+// file comment. With prefixes (all_pairs only), D_prefix (P x M x N) gets the outputs at each
+// prefix of K, read off the CPU engine's running state.
+void dispatch(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
+                std::span<const float> C, std::span<const float> sa, std::span<const float> sb,
+                std::span<float> D, Pairing pairing, std::span<const int> prefix = {},
+                std::span<float> D_prefix = {}, std::span<const float> bias = {}) {
+  if (A_in.rows == 0 || B_in.rows == 0) {  // an empty D, as torch.mm gives: nothing to run
+    validate(s, A_in.rows, B_in.rows, A_in.cols);
+    return;
+  }
+  if (const int Kp = padded_k(s, A_in.cols); Kp != A_in.cols && B_in.cols == A_in.cols) {
+    // A kernel's masked tail loads: the chain runs on K zero-padded to its tile (the scale
+    // columns already cover the padded K: ceil(K / block) of them either way).
+    return dispatch(s, zero_padded(A_in, Kp), zero_padded(B_in, Kp), C, sa, sb, D, pairing,
+                      prefix, D_prefix, bias);
+  }
+  if (needs_library_gemm(s, !bias.empty())) {  // split-K, epilogue scales, bias
+    if (!prefix.empty())
+      throw std::invalid_argument(
+          "prefix outputs are not read with split-K, a bias or scales applied after K "
+          "(scale order cublaslt with tensor or row scales)");
+    return library_gemm(s, A_in, B_in, pairing == Pairing::row_by_row, C, sa, sb, bias, D,
+                        [pairing](const GemmSpec& in, const Operand& a, const Operand& b,
+                                  std::span<const float> c, std::span<const float> xa,
+                                  std::span<const float> xb, std::span<float> d) {
+                          dispatch(in, a, b, c, xa, xb, d, pairing);
+                        });
+  }
+  const auto ua = unpacked(s.model, A_in), ub = unpacked(s.model, B_in);
+  const Operand& A = ua ? *ua : A_in;
+  const Operand& B = ub ? *ub : B_in;
+  const bool all_pairs = pairing == Pairing::all_pairs;
+  const int M = A.rows, K = A.cols;
+  const int N = all_pairs ? B.rows : 1;
+  if (all_pairs && B.cols != K)
+    throw std::invalid_argument(fmt::format("A is {} x {} but B is {} x {}: K differs", A.rows,
+                                            A.cols, B.rows, B.cols));
+  if (!all_pairs && (B.rows != M || B.cols != K))
+    throw std::invalid_argument(fmt::format(
+        "batched_dot: A is {} x {} but B is {} x {}; both must be T x K", A.rows, A.cols,
+        B.rows, B.cols));
+  GemmSpec spec = s;
+  spec.a_format = A.format;
+  spec.b_format = B.format;
+  validate(spec, M, N, K);
+  const int bs = scale_block(spec);
+  // Scale rows: gemm() in scale_shapes(); batched_dot() per row of A and B (a g x g block
+  // of B reduces to the 1 x g scales of its one column).
+  const ScaleShapes sh = all_pairs ? scale_shapes(spec, M, N, K)
+                                   : ScaleShapes{std::size_t(M), bs == 0 ? 1 : ceil_div(K, bs),
+                                                 std::size_t(M), bs == 0 ? 1 : ceil_div(K, bs)};
+  const std::size_t outputs = std::size_t(M) * N;
+  if (!C.empty()) check_span("C", C.size(), outputs);
+  check_span("D", D.size(), outputs);
+  if (all_pairs || spec.scaling != Scaling::none) {  // gemm() without scales: both empty
+    check_span("A scales", sa.size(), sh.a_rows * sh.a_cols);
+    check_span("B scales", sb.size(), sh.b_rows * sh.b_cols);
+  }
+  check_span("D prefixes", D_prefix.size(), prefix.size() * outputs);
+  if (const auto& in = spec.model.block_scale) {
+    check_block_scales(spec, in->format, sa, sb);
+    if (auto folded = fold_block_scales(spec, A, B, sa, sb, sh.a_cols, sh.b_cols)) {
+      if (spec.device == Device::cuda && prefix.empty())
+        return folded_on_device(spec, *folded, C, sa, sb, D, !all_pairs);
+      GemmSpec plain = spec;
+      plain.model.block_scale.reset();
+      plain.scaling = Scaling::none;
+      return dispatch(plain, folded->a, folded->b, C, {}, {}, D, pairing, prefix, D_prefix);
+    }
+    if (spec.device == Device::cuda && prefix.empty() &&
+        group_sums_on_device_fit(spec, A, B, C, sa, sb))
+      return group_sums_on_device(spec, A, B, C, sa, sb, D, !all_pairs);
+    spec.device = Device::cpu;  // the reference step applies the scales (GemmSpec::device)
+  }
+  if (spec.device == Device::cuda && !prefix.empty())
+    throw std::invalid_argument(
+        "prefix outputs are read off the CPU engine's running state: device cuda runs each "
+        "prefix as a GEMM of its own");
+  if (spec.device == Device::cuda)
+    return all_pairs ? gemm_on_device(spec, A, B, C, sa, sb, D)
+                     : batched_dot_on_device(spec, A, B, C, sa, sb, D);
+
+  cpu_engine(spec, A, B, C, sa, sb, sh, D, pairing, prefix, D_prefix);
+}
+
+}  // namespace
+
+void gemm(const GemmSpec& s, const Operand& A, const Operand& B, std::span<const float> C,
+          std::span<const float> sa, std::span<const float> sb, std::span<float> D,
+          std::span<const float> bias) {
+  dispatch(s, A, B, C, sa, sb, D, Pairing::all_pairs, {}, {}, bias);
+}
+
+void gemm_prefixes(const GemmSpec& s, const Operand& A, const Operand& B,
+                   std::span<const float> C, std::span<const float> sa,
+                   std::span<const float> sb, std::span<const int> prefix_k, std::span<float> D,
+                   std::span<float> D_prefix) {
+  int last = 0;
+  for (const int k : prefix_k) {
+    const int K = A.cols;
+    if (k <= last || k > K)
+      throw std::invalid_argument(fmt::format(
+          "prefix_k {} after {}: prefixes must increase and lie in 1..K = {}", k, last, K));
+    GemmSpec at_k = s;
+    at_k.a_format = A.format;
+    at_k.b_format = B.format;
+    validate(at_k, A.rows, B.rows, k);
+    last = k;
+  }
+  dispatch(s, A, B, C, sa, sb, D, Pairing::all_pairs, prefix_k, D_prefix);
+}
+
+void gemm(const GemmSpec& s, int M, int N, int K, std::span<const std::uint8_t> A,
+          std::span<const std::uint8_t> B, std::span<const float> C, std::span<const float> sa,
+          std::span<const float> sb, std::span<float> D, std::span<const float> bias) {
+  const Operand a = decode_operand(s.a_format, M, K, A);
+  const Operand b = decode_operand(s.b_format, N, K, B);
+  gemm(s, a, b, C, sa, sb, D, bias);
+}
+
+void batched_dot(const GemmSpec& s, const Operand& A, const Operand& B,
+                 std::span<const float> C, std::span<const float> sa, std::span<const float> sb,
+                 std::span<float> D) {
+  dispatch(s, A, B, C, sa, sb, D, Pairing::row_by_row);
+}
+
+void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A,
+                   const std::uint8_t* B, const float* C, std::span<const float> sa,
+                   std::span<const float> sb, float* D, void* stream,
+                   int device, std::span<const float> bias) {
+  validate(s, M, N, K);
+  if (M == 0 || N == 0) return;  // an empty D: no kernel to launch
+  for (const FormatSpec* f : {&s.a_format, &s.b_format})
+    if (total_bits(*f) > 8)
+      throw std::invalid_argument(fmt::format(
+          "format {} has {} bits: 8-bit codes cannot hold it", f->name, total_bits(*f)));
+  const ScaleShapes sh = scale_shapes(s, M, N, K);
+  if (s.scaling != Scaling::none &&
+      (sa.size() != sh.a_rows * sh.a_cols || sb.size() != sh.b_rows * sh.b_cols))
+    throw std::invalid_argument(fmt::format(
+        "scales: A has {} and B {} elements, expected {} and {}", sa.size(), sb.size(),
+        sh.a_rows * sh.a_cols, sh.b_rows * sh.b_cols));
+  if (!bias.empty() && bias.size() != std::size_t(N))
+    throw std::invalid_argument(fmt::format("bias has {} values, expected N = {}", bias.size(), N));
+  const std::size_t outputs = std::size_t(M) * N;
+  if (s.model.block_scale) {
+    // Scales inside the MMA: the host entry folds them into the operands (or sums groups)
+    // before the CUDA engine runs, so the codes make one round trip through the host.
+    std::vector<std::uint8_t> a(std::size_t(M) * K), b(std::size_t(N) * K);
+    std::vector<float> c(C ? outputs : 0), d(outputs);
+    copy_device(a.data(), A, a.size(), false, stream, device);
+    copy_device(b.data(), B, b.size(), false, stream, device);
+    if (C) copy_device(c.data(), C, c.size() * sizeof(float), false, stream, device);
+    GemmSpec on = s;
+    on.device = Device::cuda;
+    gemm(on, M, N, K, a, b, c, sa, sb, d, bias);
+    copy_device(D, d.data(), outputs * sizeof(float), true, stream, device);
+    return;
+  }
+  const int Kp = padded_k(s, K);  // a kernel's masked K tail: zeros past K
+  if (!needs_library_gemm(s, !bias.empty()))
+    return resident_on_device(s, M, N, K, 0, Kp, K, A, B, C, sa, sb, D, stream, device);
+  // The library GEMM (gemm_split.hpp) with each split-K slice read in place by the CUDA
+  // engine, its fp32 result summed on the host in slice order, then the epilogue.
+  const GemmSpec in = slice_spec(s);
+  std::vector<float> acc(outputs), part(outputs);
+  for (const KSliceCut& cut : split_k_slices(s, Kp, sa, sb)) {
+    resident_on_device(in, M, N, K, cut.k0, cut.len, std::max(0, std::min(cut.len, K - cut.k0)),
+                       A, B, cut.k0 == 0 ? C : nullptr, cut.sa, cut.sb, D, stream, device);
+    copy_device(cut.k0 == 0 ? acc.data() : part.data(), D, outputs * sizeof(float), false,
+                stream, device);
+    if (cut.k0 > 0)
+      for (std::size_t i = 0; i < outputs; ++i) acc[i] = acc[i] + part[i];
+  }
+  apply_epilogue(s, M, N, false, sa, sb, bias, acc, acc);
+  copy_device(D, acc.data(), outputs * sizeof(float), true, stream, device);
+}
+
+}  // namespace fp8sim

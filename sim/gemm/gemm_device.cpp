@@ -1,0 +1,219 @@
+// gemm_device: a GemmSpec and decoded operands as the CUDA engine's plain-data DeviceGemm.
+#include "gemm/gemm_device.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "gemm/device_gemm.hpp"
+#include "gemm/gemm_path.hpp"
+#include "gemm/gemm_split.hpp"
+
+namespace fp8sim {
+namespace {
+
+DeviceFormat device_format(const FormatSpec& f) {
+  return {f.mantissa_bits, min_normal_exponent(f), max_exponent(f)};
+}
+
+// The model on operands of formats fa and fb as the CUDA engine's numbers; a model with a
+// feature only the CPU's reference step computes is refused with one line (block scales on
+// group sums are taken only by the group-sum step, `group_sums`, where group_sums_fit holds).
+DeviceModel device_model(const AccumulatorSpec& m, const FormatSpec& fa, const FormatSpec& fb,
+                         bool group_sums) {
+  if (needs_reference_step(m) && !(group_sums && group_sums_fit(m, fa, fb)))
+    throw std::invalid_argument(fmt::format(
+        "model {} ({}) runs on the CPU engine only: use device cpu", m.name, describe(m)));
+  DeviceModel d;
+  d.zero_on = zero_exponent_matters(m, fa, fb);
+  d.zero_exponent = m.zero_exponent.value_or(0);
+  d.group = m.group;
+  d.frac_bits = m.frac_bits;
+  d.term_cut = static_cast<int>(m.term_cut);
+  d.c_entry = static_cast<int>(m.c_entry);
+  d.block = m.block;
+  d.interleave = m.interleave;
+  d.renormalise = m.renormalise_products;
+  d.exact = m.exact;
+  d.signed_zero = m.signed_zero;
+  d.output = device_format(m.output);
+  d.output_rounding = static_cast<int>(m.output_rounding);
+  // C enters the accumulator registers: fp32 for 8-bit-exponent outputs, else the output
+  // format itself (as the CPU engine's Engine::c_in).
+  d.c_register_fp32 = m.output.exponent_bits == 8;
+  d.c_register = d.c_register_fp32 ? device_format(format_by_name("fp32")) : d.output;
+  d.c_min_exponent = c_min_exponent(m);
+  return d;
+}
+
+// The spec's model, promotion, scaling and formats (fa, fb: the operands') as numbers.
+DeviceGemm device_spec(const GemmSpec& s, const FormatSpec& fa, const FormatSpec& fb,
+                       bool group_sums = false) {
+  DeviceGemm g;
+  g.model = device_model(s.model, fa, fb, group_sums);
+  g.promote_every = s.promote_every;
+  g.scaled = s.scaling != Scaling::none;
+  g.scale_a_first = s.order == ScaleOrder::triton;
+  g.scale_block = s.scaling == Scaling::block ? s.block : s.scaling == Scaling::mx ? s.mx_block : 0;
+  g.out_type = device_format(s.out_type);
+  g.out_fp32 = s.out_type.mantissa_bits == 23;
+  const FormatSpec& ua = s.model.unpack ? *s.model.unpack : fa;
+  const FormatSpec& ub = s.model.unpack ? *s.model.unpack : fb;
+  g.a_align_min = min_normal_exponent(ua);
+  g.b_align_min = min_normal_exponent(ub);
+  g.a_mantissa = fa.mantissa_bits;
+  g.b_mantissa = fb.mantissa_bits;
+  g.a_min_normal = min_normal_exponent(fa);
+  g.b_min_normal = min_normal_exponent(fb);
+  g.a_max_exponent = max_exponent(fa);
+  g.b_max_exponent = max_exponent(fb);
+  return g;
+}
+
+// Scale layout of a GEMM (not batched) of M x N outputs.
+void set_scale_layout(const GemmSpec& s, DeviceGemm& g) {
+  const ScaleShapes sh = scale_shapes(s, g.M, g.N, g.K);
+  g.a_cols = static_cast<int>(sh.a_cols);
+  g.b_cols = static_cast<int>(sh.b_cols);
+  g.a_bcast = sh.a_rows == 1;
+  g.b_bcast = sh.b_rows == 1;
+  g.b_div = s.scaling == Scaling::block ? s.block : 1;
+}
+
+DeviceGemm device_gemm(const GemmSpec& s, const Operand& A, const Operand& B,
+                       std::span<const float> C, std::span<const float> sa,
+                       std::span<const float> sb, std::span<float> D,
+                       bool group_sums = false) {
+  DeviceGemm g = device_spec(s, A.format, B.format, group_sums);
+  g.M = A.rows;
+  g.N = B.rows;
+  g.K = A.cols;
+  g.A = A.value.data();
+  g.B = B.value.data();
+  g.C = C.empty() ? nullptr : C.data();
+  g.sa = sa.data();
+  g.sb = sb.data();
+  g.sa_size = sa.size();
+  g.sb_size = sb.size();
+  g.D = D.data();
+  return g;
+}
+
+// Runs g, whose scales are s's MX block scales (mx_block elements each), as a GEMM or as
+// batched dot products (one row of scales per row of A and of B).
+void run_with_mx_scales(const GemmSpec& s, DeviceGemm& g, bool batched,
+                        const DeviceLaunch& launch) {
+  g.scale_block = s.mx_block;
+  if (batched) {
+    g.batched = true;
+    g.N = 1;
+    g.a_cols = g.b_cols = (g.K + g.scale_block - 1) / g.scale_block;
+  } else {
+    set_scale_layout(s, g);
+  }
+  run_device_gemm(g, launch);
+}
+
+}  // namespace
+
+void gemm_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
+                    std::span<const float> C, std::span<const float> sa,
+                    std::span<const float> sb, std::span<float> D,
+                    const DeviceLaunch& launch) {
+  DeviceGemm g = device_gemm(s, A, B, C, sa, sb, D);
+  set_scale_layout(s, g);
+  run_device_gemm(g, launch);
+}
+
+void batched_dot_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
+                           std::span<const float> C, std::span<const float> sa,
+                           std::span<const float> sb, std::span<float> D) {
+  DeviceGemm g = device_gemm(s, A, B, C, sa, sb, D);
+  g.batched = true;
+  g.N = 1;
+  const int per_row = g.scale_block == 0 ? 1 : (g.K + g.scale_block - 1) / g.scale_block;
+  g.a_cols = g.b_cols = per_row;
+  run_device_gemm(g);
+}
+
+void folded_on_device(const GemmSpec& s, const FoldedOperands& f, std::span<const float> C,
+                      std::span<const float> sa, std::span<const float> sb,
+                      std::span<float> D, bool batched, const DeviceLaunch& launch) {
+  GemmSpec plain = s;
+  plain.model.block_scale.reset();
+  plain.scaling = Scaling::none;
+  DeviceGemm g = device_gemm(plain, f.a, f.b, C, sa, sb, D);
+  const DeviceGemm own = device_spec(plain, f.a_format, f.b_format);
+  g.a_align_min = own.a_align_min;  // the elements' formats, moved per element by the scales
+  g.b_align_min = own.b_align_min;
+  g.fold = true;
+  run_with_mx_scales(s, g, batched, launch);
+}
+
+bool group_sums_on_device_fit(const GemmSpec& s, const Operand& A, const Operand& B,
+                              std::span<const float> C, std::span<const float> sa,
+                              std::span<const float> sb) {
+  const auto finite = [](std::span<const float> v) {
+    return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+  };
+  return group_sums_fit(s.model, A.format, B.format) && !A.has_special && !B.has_special &&
+         finite(C) && finite(sa) && finite(sb);
+}
+
+void group_sums_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
+                          std::span<const float> C, std::span<const float> sa,
+                          std::span<const float> sb, std::span<float> D, bool batched,
+                          const DeviceLaunch& launch) {
+  DeviceGemm g = device_gemm(s, A, B, C, sa, sb, D, /*group_sums=*/true);
+  g.scaled = false;  // the scales are inside the MMA
+  g.group_sum = s.model.group_sum;
+  g.scale_min_exponent = min_normal_exponent(s.model.block_scale->format);
+  run_with_mx_scales(s, g, batched, launch);
+}
+
+void resident_on_device(const GemmSpec& s, int M, int N, int ld, int k0, int len, int cols,
+                        const std::uint8_t* A, const std::uint8_t* B, const float* C,
+                        std::span<const float> sa, std::span<const float> sb, float* D,
+                        void* stream, int device) {
+  const int K = len;
+  // Code -> value tables (every code of the format; larger codes are reported as bad).
+  auto table = [](const FormatSpec& f) {
+    std::vector<float> t(code_count(f));
+    for (std::uint32_t c = 0; c < t.size(); ++c) t[c] = static_cast<float>(decode(f, c));
+    return t;
+  };
+  const std::vector<float> lut_a = table(s.a_format), lut_b = table(s.b_format);
+  DeviceGemm g = device_spec(s, s.a_format, s.b_format);
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  set_scale_layout(s, g);
+  g.resident = true;
+  g.A_codes = A;
+  g.B_codes = B;
+  g.a_lut = lut_a.data();
+  g.b_lut = lut_b.data();
+  g.a_lut_size = static_cast<int>(lut_a.size());
+  g.b_lut_size = static_cast<int>(lut_b.size());
+  g.a_name = s.a_format.name.c_str();
+  g.b_name = s.b_format.name.c_str();
+  g.C = C;
+  g.sa = sa.data();
+  g.sb = sb.data();
+  g.sa_size = sa.size();
+  g.sb_size = sb.size();
+  g.D = D;
+  g.code_ld = ld;
+  g.code_k0 = k0;
+  g.code_cols = cols;
+  DeviceLaunch launch;
+  launch.stream = stream;
+  launch.device = device;
+  run_device_gemm(g, launch);
+}
+
+
+}  // namespace fp8sim

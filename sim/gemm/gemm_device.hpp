@@ -1,0 +1,52 @@
+// gemm_device: gemm() and batched_dot() on Device::cuda, after their checks (gemm/dispatch.cpp).
+#pragma once
+
+#include <span>
+
+#include "gemm/block_fold.hpp"
+#include "gemm/device_gemm.hpp"
+#include "gemm/gemm.hpp"
+
+namespace fp8sim {
+
+// The GEMM of gemm(s, A, B, ...) on the CUDA engine; A and B as the CPU engine sees them
+// (alignment exponents of an unpacking model already applied), shapes already checked.
+void gemm_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
+                    std::span<const float> C, std::span<const float> sa,
+                    std::span<const float> sb, std::span<float> D,
+                    const DeviceLaunch& launch = {});
+
+// batched_dot(s, A, B, ...) on the CUDA engine, likewise.
+void batched_dot_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
+                           std::span<const float> C, std::span<const float> sa,
+                           std::span<const float> sb, std::span<float> D);
+
+// gemm() (batched: batched_dot()) of a block-scaled model on the CUDA engine with its scales
+// folded into the operands (block_fold.hpp): s with the model's MX scaling, sa and sb the
+// scales that were folded. Every element's alignment floor moves with its scale, so subnormal
+// elements align as the CPU engine aligns them.
+void folded_on_device(const GemmSpec& s, const FoldedOperands& f, std::span<const float> C,
+                      std::span<const float> sa, std::span<const float> sb,
+                      std::span<float> D, bool batched, const DeviceLaunch& launch = {});
+
+// gemm() (batched: batched_dot()) of a group-sum model (group_sums_fit) on the CUDA engine:
+// s with the model's MX scaling, sa and sb its block scales; A, B, C and the scales finite
+// (what group_sums_on_device_fit checks).
+bool group_sums_on_device_fit(const GemmSpec& s, const Operand& A, const Operand& B,
+                              std::span<const float> C, std::span<const float> sa,
+                              std::span<const float> sb);
+void group_sums_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
+                          std::span<const float> C, std::span<const float> sa,
+                          std::span<const float> sb, std::span<float> D, bool batched,
+                          const DeviceLaunch& launch = {});
+
+// One run of the CUDA engine on codes in CUDA device memory (gemm_resident's route, after its
+// checks): columns [k0, k0 + len) of A (M x ld codes) and B (N x ld), columns at or beyond
+// `cols` read as zero padding; D (M x N float32, device) written in place on `stream` of
+// `device`, fp32 values of s.out_type.
+void resident_on_device(const GemmSpec& s, int M, int N, int ld, int k0, int len, int cols,
+                        const std::uint8_t* A, const std::uint8_t* B, const float* C,
+                        std::span<const float> sa, std::span<const float> sb, float* D,
+                        void* stream, int device);
+
+}  // namespace fp8sim

@@ -1,0 +1,17 @@
+// gemm_device_stub: the CUDA GEMM engine's entry points (run_device_gemm, copy_device) in a
+// build without CUDA (linked instead of cuda/engine/'s).
+#include <stdexcept>
+
+#include "gemm/device_gemm.hpp"
+
+namespace fp8sim {
+
+void run_device_gemm(const DeviceGemm&, const DeviceLaunch&) {
+  throw std::runtime_error("device cuda: fp8sim was built without CUDA");
+}
+
+void copy_device(void*, const void*, std::size_t, bool, void*, int) {
+  throw std::runtime_error("device cuda: fp8sim was built without CUDA");
+}
+
+}  // namespace fp8sim
