@@ -20,21 +20,25 @@ namespace fp8sim {
 
 // A GEMM as a front-end names it: formats, model, scaling, scale order, output type and
 // device spelled as the CLI's options take them.
+// Every default here is the library's one default for that setting: the CLI's options, Python's
+// fp8sim.gemm and the torch op take these (their None means "this value"); the numeric ones
+// are GemmSpec's own.
 struct GemmOptions {
   std::string a_format = "e4m3", b_format = "e4m3";
   std::string model = "hopper-wgmma";
-  int promote_every = 0;
+  int promote_every = GemmSpec{}.promote_every;
   std::string scaling;  // empty: tensor when scales are given, else none (resolve_scaling);
                         // none|tensor|row|block|mx (with block, mx_block, mx_scale), or any
                         // quantiser scaling name (scaling_by_name: block128, mx16, nvfp4, ...),
                         // which sets the block and scale format itself
-  int block = 128;
-  std::string scale_order = "deepgemm";
+  int block = GemmSpec{}.block;
+  std::string scale_order{to_string(GemmSpec{}.order)};
   std::string out_type = "f32";
-  int threads = 0;
-  std::string device = "cpu";
-  int split_k = 1;  // K slices reduced in fp32 (cuBLASLt's numSplitsK; sim/gemm/gemm_split.hpp)
-  int split_k_align = 128;  // slice lengths round up to a multiple of this
+  int threads = GemmSpec{}.threads;
+  std::string device{to_string(GemmSpec{}.device)};
+  int split_k = GemmSpec{}.split_k;  // K slices reduced in fp32 (cuBLASLt's numSplitsK;
+                                     // sim/gemm/gemm_split.hpp)
+  int split_k_align = GemmSpec{}.split_k_align;  // slice lengths round up to a multiple
   int mx_block = 0;         // MX scale block (0: the model's block scales', else 32)
   std::string mx_scale;     // MX scale format (empty: the model's block scales', else ue8m0)
   std::string kernel;       // a kernel preset (sim/kernel/kernel.hpp): sets model, promote_every,
