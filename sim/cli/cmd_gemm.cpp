@@ -116,8 +116,10 @@ void add_gemm_commands(CLI::App& app) {
                   "SA.npy: float32 scales (MX: or uint8 codes of the MX scale format)");
   cmd->add_option("--b-scales", g->b_scales,
                   "SB.npy: float32 scales (MX: or uint8 codes of the MX scale format)");
-  cmd->add_option("--scaling", g->scaling, "none|tensor|row|block|mx (default: tensor when "
-                                           "scales are given, else none)");
+  cmd->add_option("--scaling", g->scaling,
+                  "none|tensor|row|block|mx, or a quantiser's name that carries its block "
+                  "(block128, tile128, mx16, nvfp4; as fp8sim.quantize takes them) (default: "
+                  "tensor when scales are given, else none)");
   add_integer_option(cmd, "--block", g->block,
                      "Block size g for --scaling block (A 1 x g, B g x g)", 1, limits::kMaxDim);
   add_integer_option(cmd, "--mx-block", g->mx_block,

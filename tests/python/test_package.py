@@ -58,3 +58,4 @@ def test_float8linear_refuses_at_construction():
     with pytest.raises(ValueError, match=r"Fprop \(K = 100\)"):
         ft.convert(torch.nn.Sequential(torch.nn.Linear(100, 64)), recipe="fast-accum")
     assert ft.Float8Linear(256, 128, recipe="deepseek-v3").recipe.name == "deepseek-v3"
+
