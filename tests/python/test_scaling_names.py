@@ -7,13 +7,13 @@ import pytest
 import fp8sim
 
 
-@pytest.mark.parametrize("name, engine", [
-    ("block128", dict(scaling="block", block=128)),
-    ("block128:pow2", dict(scaling="block", block=128)),
-    ("mx16", dict(scaling="mx", mx_block=16)),
-    ("mx", dict(scaling="mx")),
+@pytest.mark.parametrize("name, engine, model", [
+    ("block128", dict(scaling="block", block=128), "hopper-wgmma"),
+    ("block128:pow2", dict(scaling="block", block=128), "hopper-wgmma"),
+    ("mx16", dict(scaling="mx", mx_block=16), "exact"),
+    ("mx", dict(scaling="mx"), "hopper-wgmma"),
 ])
-def test_gemm_takes_the_quantisers_scaling_names(name, engine):
+def test_gemm_takes_the_quantisers_scaling_names(name, engine, model):
     """One vocabulary: quantize()'s scaling name, handed to gemm() with its scales, gives the
     bits of the engine's own spelling (the name carries the block), and refuses a block
     given twice."""
@@ -21,7 +21,8 @@ def test_gemm_takes_the_quantisers_scaling_names(name, engine):
     fmt = "e4m3"
     qa = fp8sim.quantize(r.normal(size=(4, 256)), fmt, name)
     qb = fp8sim.quantize(r.normal(size=(6, 256)), fmt, name, role="b")
-    common = dict(a_scales=qa.scales, b_scales=qb.scales, promote_every=16)
+    common = dict(a_scales=qa.scales, b_scales=qb.scales, model=model,
+                  promote_every=16 if model == "exact" else 32)
     got = fp8sim.gemm(qa.codes, qb.codes, scaling=name, **common)
     want = fp8sim.gemm(qa.codes, qb.codes, **engine, **common)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
