@@ -212,19 +212,16 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
   if (!needs_library_gemm(s, !bias.empty()))
     return resident_on_device(s, M, N, K, 0, Kp, K, A, B, C, sa, sb, D, stream, device);
   // The library GEMM (gemm_split.hpp) with each split-K slice read in place by the CUDA
-  // engine, its fp32 result summed on the host in slice order, then the epilogue.
-  const GemmSpec in = slice_spec(s);
-  std::vector<float> acc(outputs), part(outputs);
-  for (const KSliceCut& cut : split_k_slices(s, Kp, sa, sb)) {
-    resident_on_device(in, M, N, K, cut.k0, cut.len, std::max(0, std::min(cut.len, K - cut.k0)),
-                       A, B, cut.k0 == 0 ? C : nullptr, cut.sa, cut.sb, D, stream, device);
-    copy_device(cut.k0 == 0 ? acc.data() : part.data(), D, outputs * sizeof(float), false,
-                stream, device);
-    if (cut.k0 > 0)
-      for (std::size_t i = 0; i < outputs; ++i) acc[i] = acc[i] + part[i];
-  }
-  apply_epilogue(s, M, N, false, sa, sb, bias, acc, acc);
-  copy_device(D, acc.data(), outputs * sizeof(float), true, stream, device);
+  // engine and its fp32 result brought to the host for the reduction and the epilogue.
+  std::vector<float> d(outputs);
+  reduce_slices(s, M, N, Kp, false, sa, sb, bias, d,
+                [&](const GemmSpec& in, const KSliceCut& cut, std::span<float> out) {
+                  resident_on_device(in, M, N, K, cut.k0, cut.len,
+                                     std::max(0, std::min(cut.len, K - cut.k0)), A, B,
+                                     cut.k0 == 0 ? C : nullptr, cut.sa, cut.sb, D, stream, device);
+                  copy_device(out.data(), D, outputs * sizeof(float), false, stream, device);
+                });
+  copy_device(D, d.data(), outputs * sizeof(float), true, stream, device);
 }
 
 }  // namespace fp8sim

@@ -145,18 +145,27 @@ void library_gemm(const GemmSpec& s, const Operand& A, const Operand& B, bool ba
     expect("A scales", sa.size(), per_row ? std::size_t(M) : 1);
     expect("B scales", sb.size(), per_row ? std::size_t(batched ? M : B.rows) : 1);
   }
-  const GemmSpec in = slice_spec(s);
   const std::span<const float> none;
+  reduce_slices(s, M, N, K, batched, sa, sb, bias, D,
+                [&](const GemmSpec& in, const KSliceCut& cut, std::span<float> out) {
+                  const std::span<const float> c_in = cut.k0 == 0 ? C : none;
+                  if (cut.len == K) {
+                    engine(in, A, B, c_in, cut.sa, cut.sb, out);
+                  } else {
+                    engine(in, columns(A, cut.k0, cut.len), columns(B, cut.k0, cut.len), c_in,
+                           cut.sa, cut.sb, out);
+                  }
+                });
+}
+
+void reduce_slices(const GemmSpec& s, int M, int N, int K, bool batched,
+                   std::span<const float> sa, std::span<const float> sb,
+                   std::span<const float> bias, std::span<float> D, const SliceRun& run) {
+  const GemmSpec in = slice_spec(s);
+  const std::size_t outputs = std::size_t(M) * N;
   std::vector<float> acc(outputs), part(outputs);
   for (const KSliceCut& cut : split_k_slices(s, K, sa, sb)) {
-    std::span<float> out = cut.k0 == 0 ? std::span<float>(acc) : std::span<float>(part);
-    const std::span<const float> c_in = cut.k0 == 0 ? C : none;
-    if (cut.len == K) {
-      engine(in, A, B, c_in, cut.sa, cut.sb, out);
-    } else {
-      engine(in, columns(A, cut.k0, cut.len), columns(B, cut.k0, cut.len), c_in, cut.sa, cut.sb,
-             out);
-    }
+    run(in, cut, cut.k0 == 0 ? std::span<float>(acc) : std::span<float>(part));
     if (cut.k0 > 0)
       for (std::size_t i = 0; i < outputs; ++i) acc[i] = acc[i] + part[i];
   }

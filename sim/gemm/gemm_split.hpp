@@ -56,6 +56,17 @@ using SliceEngine = std::function<void(const GemmSpec&, const Operand&, const Op
                                        std::span<const float> C, std::span<const float> sa,
                                        std::span<const float> sb, std::span<float> D)>;
 
+// One slice of the library GEMM: its fp32 result (M x N) into `out`, run with spec `in`
+// (slice_spec of the GEMM's) on columns [cut.k0, cut.k0 + cut.len) with cut.sa / cut.sb (C
+// enters the slice at k0 = 0 only).
+using SliceRun = std::function<void(const GemmSpec& in, const KSliceCut& cut, std::span<float> out)>;
+
+// The library GEMM's reduction, whatever holds the operands: the slices of K (split_k_slices)
+// run one by one, their results summed in fp32 in slice order, then apply_epilogue into D.
+void reduce_slices(const GemmSpec& s, int M, int N, int K, bool batched,
+                   std::span<const float> sa, std::span<const float> sb,
+                   std::span<const float> bias, std::span<float> D, const SliceRun& run);
+
 // The library GEMM: slices (copies of A's and B's columns, and of the block/MX scale columns
 // covering them) through `engine`, the fp32 reduction, then apply_epilogue. Checks the
 // slices against the spec (each must pass validate()) and bias (N values, or empty);
