@@ -1,6 +1,7 @@
 // gemm_engine: the CUDA GEMM engine behind GemmSpec::device == cuda (run_device_gemm).
 //
-// Path choice, from the model's data (as sim/gemm.cpp's Engine chooses):
+// Path choice, from the model's data and the host's step (DeviceGemm::fast_step, decided by
+// sim/gemm_path.cpp's choose_gemm_path for both engines):
 //   tiled_gemm    integer-step models (no block, c join, or c add with an fp32 output)
 //                 with an e8mX output rounded rz/rne and a step of 16 or 32 products;
 //   dot_kernel    one thread per output through gemm_engine_step.cuh's dot_output (fast
@@ -36,23 +37,6 @@ using gpu::check;
 using gpu::device_alloc;
 using gpu::DeviceBuffer;
 using gpu::upload;
-
-int bit_width(unsigned x) { return x == 0 ? 0 : 32 - __builtin_clz(x); }
-
-// The fast step's number type: float where products, grid and sums are exact in float
-// (the CPU's int32_float condition), double where they are in double, else none.
-FastPath choose_fast(const DeviceGemm& g) {
-  const DeviceModel& m = g.model;
-  if (m.exact || m.c_entry == 1 || m.block != 0 || m.renormalise || m.group < 1 || g.group_sum > 1)
-    return FastPath::none;
-  const int lo = std::min(g.a_min_normal - g.a_mantissa, g.b_min_normal - g.b_mantissa);
-  const int hi = g.a_max_exponent + g.b_max_exponent + 2;
-  const bool float_products = g.a_mantissa + g.b_mantissa + 2 <= 24 && 2 * lo >= -126 && hi <= 127;
-  const int f = m.frac_bits, sum_bits = bit_width(static_cast<unsigned>(m.group + 1));
-  if (float_products && f + 2 + sum_bits <= 24 && f <= 20) return FastPath::f32;
-  if (f + 2 + sum_bits <= 53 && f <= 49) return FastPath::f64;
-  return FastPath::none;
-}
 
 // Resident GEMMs: codes -> values through the format's table, once per element; the smallest
 // index of a code beyond the table goes to *bad (initialised to n).
@@ -214,7 +198,7 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
   Params p;
   p.g = g;
   const DeviceModel& m = g.model;
-  p.fast = choose_fast(g);
+  p.fast = static_cast<FastPath>(g.fast_step);  // the host's choice (choose_gemm_path)
   const bool e8 = m.output.min_exponent == -126 && m.output.max_exponent == 127;
   p.out_e8 = e8 && (m.output_rounding == kRz || m.output_rounding == kRne);
   p.out_drop = 52 - m.output.mantissa_bits;
