@@ -2,8 +2,10 @@
 //
 // Path choice, from the model's data and the host's step (DeviceGemm::fast_step, decided by
 // sim/gemm_path.cpp's choose_gemm_path for both engines):
-//   tiled_gemm    integer-step models (no block, c join, or c add with an fp32 output)
-//                 with an e8mX output rounded rz/rne and a step of 16 or 32 products;
+//   tiled_gemm_f32  float steps (gemm_engine_tiled_f32.cuh) and
+//   tiled_gemm      double steps (gemm_engine_tiled.cuh), for models with c join, or c add
+//                   with an fp32 output, an e8mX output rounded rz/rne and a step of 16 or 32
+//                   products (no zero exponent that matters);
 //   dot_kernel    one thread per output through gemm_engine_step.cuh's dot_output (fast
 //                 steps where exact, group-sum steps for FP4 block-scaled models, reference
 //                 steps elsewhere): every other model, every output the tiled kernel hands
@@ -26,6 +28,7 @@
 #include "device_gemm.hpp"
 #include "device_memory.cuh"
 #include "gemm_engine_tiled.cuh"
+#include "gemm_engine_tiled_f32.cuh"
 
 namespace fp8sim {
 namespace {
@@ -138,17 +141,93 @@ __global__ void dot_kernel(const Params p) {
   }
 }
 
-// Tile shapes of the tiled kernel, 256 threads a block, two blocks an SM (128 registers):
-//   float steps:  128 x 64 outputs a block, 8 x 4 a thread;
-//   double steps:  64 x 64 outputs a block, 4 x 4 a thread (double sums take two registers).
-template <class V> struct Tile;
-template <> struct Tile<float> { static constexpr int BM = 128, BN = 64, BK = 32, TM = 8, TN = 4; };
-template <> struct Tile<double> { static constexpr int BM = 64, BN = 64, BK = 32, TM = 4, TN = 4; };
+// Tile shapes of the tiled kernels:
+//   float steps (tiled_gemm_f32): chosen by shape in launch_tiled_f32;
+//   double steps (tiled_gemm):     64 x 64 outputs a block, 4 x 4 a thread, 256 threads, two
+//                                  blocks an SM (double sums take two registers).
+struct TileF64 { static constexpr int BM = 64, BN = 64, BK = 32, TM = 4, TN = 4; };
 
-template <class V, int G, bool RNE>
-void launch_tiled(const Params& p, cudaStream_t st) {
-  using T = Tile<V>;
-  auto kernel = gpu::tiled_gemm<V, G, RNE, T::TM, T::TN, T::BM, T::BN, T::BK>;
+// The float kernel: both operands prepared (transposed, padded, exponents, sign bits) once
+// per GEMM, then the tiles. The prepared copies live on the stream until the kernel is done.
+template <int G, bool RNE, int MODE, int TM, int TN, int BM, int BN, int MINB>
+void launch_f32_shape(const Params& p, cudaStream_t st) {
+  gpu::TileParams tp;
+  tp.p = p;
+  const int K = p.g.K, kp = (K + gpu::kTileBk - 1) / gpu::kTileBk * gpu::kTileBk;
+  // Rows padded to whole tiles and to whole 32-row blocks of prepare_tile_operand.
+  constexpr int RM = BM > 32 ? BM : 32, RN = BN > 32 ? BN : 32;
+  static_assert(RM % BM == 0 && RN % BN == 0 && RM % 32 == 0 && RN % 32 == 0);
+  const int mp = (p.g.M + RM - 1) / RM * RM, np = (p.g.N + RN - 1) / RN * RN;
+  const std::size_t a_n = std::size_t(mp) * kp, b_n = std::size_t(np) * kp;
+  const std::size_t bytes = a_n * (4 + 2) + b_n * (4 + 4) + (a_n + b_n) / 32 * 4;
+  const DeviceBuffer keep = device_alloc(bytes, st);
+  unsigned char* at = static_cast<unsigned char*>(keep.get());
+  auto take = [&](std::size_t n) {
+    void* q = at;
+    at += (n + 15) / 16 * 16;
+    return q;
+  };
+  float* av = static_cast<float*>(take(a_n * 4));
+  float* bv = static_cast<float*>(take(b_n * 4));
+  void* ae = take(a_n * 2);
+  void* be = take(b_n * 4);
+  unsigned* ab = static_cast<unsigned*>(take(a_n / 8));
+  unsigned* bb = static_cast<unsigned*>(take(b_n / 8));
+  gpu::prepare_tile_operand<false><<<dim3(mp / 32, kp / 32), dim3(32, 8), 0, st>>>(
+      p.g.A, p.g.M, K, p.g.a_align_min, av, ae, ab, mp, kp);
+  gpu::prepare_tile_operand<true><<<dim3(np / 32, kp / 32), dim3(32, 8), 0, st>>>(
+      p.g.B, p.g.N, K, p.g.b_align_min, bv, be, bb, np, kp);
+  check(cudaGetLastError(), "operand preparation launch");
+  tp.ta = {av, ae, ab, mp, kp};
+  tp.tb = {bv, be, bb, np, kp};
+  auto kernel = gpu::tiled_gemm_f32<G, RNE, MODE, TM, TN, BM, BN, MINB>;
+  constexpr int smem = gpu::tiled_f32_smem_bytes(BM, BN, TM, TN);
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+        "shared memory limit");
+  const dim3 grid((p.g.N + BN - 1) / BN, (p.g.M + BM - 1) / BM);
+  kernel<<<grid, (BM / TM) * (BN / TN), smem, st>>>(tp);
+  check(cudaGetLastError(), "tiled kernel launch");
+}
+
+template <int G, bool RNE, int MODE>
+void launch_tiled_f32(const Params& p, cudaStream_t st) {
+  // The 64 x 64 tiles (8 x 4 outputs a thread, three blocks an SM) where they fill the GPU
+  // twice over; for fewer outputs (small M: skinny, decode-like GEMMs) smaller tiles and
+  // thread tiles, for more threads (H100, 2026-11-25: 16x4096x7168 at 5.5e11 MAC/s with
+  // 16 x 64 tiles against 2.9e11 with 64 x 64; 64x7168x16384 at 2.4e12 with 32 x 64 against
+  // 1.9e12). Every tile shape gives the same bits.
+  int dev = 0, sms = 0;
+  check(cudaGetDevice(&dev), "get device");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "device attribute");
+  const long long big_blocks = (p.g.M + 63LL) / 64 * ((p.g.N + 63LL) / 64);
+  if (big_blocks < 2LL * 3 * sms) {
+    if (p.g.M <= 16) return launch_f32_shape<G, RNE, MODE, 2, 2, 16, 64, 4>(p, st);
+    return launch_f32_shape<G, RNE, MODE, 4, 2, 32, 64, 3>(p, st);
+  }
+  launch_f32_shape<G, RNE, MODE, 8, 4, 64, 64, 3>(p, st);
+}
+
+// The float kernel's instance: the step length, the cut, and how c enters (gpu::TileMode).
+template <int G>
+void launch_tiled_f32_for(const Params& p, bool rne, cudaStream_t st) {
+  const DeviceModel& m = p.g.model;
+  const int mode = m.c_entry == 2 ? gpu::kAddFp32 : m.output_rounding == kRne ? gpu::kJoinRne
+                                                                              : gpu::kJoinRz;
+  if (rne) {
+    if (mode == gpu::kJoinRz) launch_tiled_f32<G, true, gpu::kJoinRz>(p, st);
+    else if (mode == gpu::kJoinRne) launch_tiled_f32<G, true, gpu::kJoinRne>(p, st);
+    else launch_tiled_f32<G, true, gpu::kAddFp32>(p, st);
+  } else {
+    if (mode == gpu::kJoinRz) launch_tiled_f32<G, false, gpu::kJoinRz>(p, st);
+    else if (mode == gpu::kJoinRne) launch_tiled_f32<G, false, gpu::kJoinRne>(p, st);
+    else launch_tiled_f32<G, false, gpu::kAddFp32>(p, st);
+  }
+}
+
+template <int G, bool RNE>
+void launch_tiled_f64(const Params& p, cudaStream_t st) {
+  using T = TileF64;
+  auto kernel = gpu::tiled_gemm<double, G, RNE, T::TM, T::TN, T::BM, T::BN, T::BK>;
   constexpr int smem = gpu::tiled_smem_bytes(T::BM, T::BN, T::BK, T::TM, T::TN);
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
         "shared memory limit");
@@ -165,15 +244,15 @@ bool launch_tiled_for(const Params& p, cudaStream_t st) {
       m.zero_on)
     return false;
   const bool rne = m.term_cut == kRne;
-  if (p.fast == FastPath::f32) {
-    if (m.group == 32) rne ? launch_tiled<float, 32, true>(p, st) : launch_tiled<float, 32, false>(p, st);
-    else if (m.group == 16) rne ? launch_tiled<float, 16, true>(p, st) : launch_tiled<float, 16, false>(p, st);
-    else return false;
+  if (m.group != 32 && m.group != 16) return false;
+  if (p.fast == FastPath::f32 && !p.g.fold) {  // fold never meets f32 (float_products)
+    if (m.group == 32) launch_tiled_f32_for<32>(p, rne, st);
+    else launch_tiled_f32_for<16>(p, rne, st);
     return true;
   }
-  if (m.group == 32) rne ? launch_tiled<double, 32, true>(p, st) : launch_tiled<double, 32, false>(p, st);
-  else if (m.group == 16) rne ? launch_tiled<double, 16, true>(p, st) : launch_tiled<double, 16, false>(p, st);
-  else return false;
+  if (p.fast == FastPath::f32) return false;
+  if (m.group == 32) rne ? launch_tiled_f64<32, true>(p, st) : launch_tiled_f64<32, false>(p, st);
+  else rne ? launch_tiled_f64<16, true>(p, st) : launch_tiled_f64<16, false>(p, st);
   return true;
 }
 
