@@ -264,6 +264,9 @@ void launch_dot(Params p, bool redo_only, cudaStream_t st) {
   check(cudaGetLastError(), "dot kernel launch");
 }
 
+// device_kernel_seconds(): this thread's kernel time so far.
+thread_local double kernel_seconds_total = 0.0;
+
 }  // namespace
 
 void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
@@ -321,6 +324,19 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
   check(cudaEventElapsedTime(&ms, ev[0], ev[1]), "event");
   for (auto& e : ev) cudaEventDestroy(e);
   if (launch.kernel_seconds) *launch.kernel_seconds = ms * 1e-3;
+  kernel_seconds_total += ms * 1e-3;
+}
+
+double device_kernel_seconds() { return kernel_seconds_total; }
+
+void* device_malloc(std::size_t bytes) {
+  void* p = nullptr;
+  check(cudaMalloc(&p, bytes), "cudaMalloc");
+  return p;
+}
+
+void device_free(void* p) {
+  if (p) cudaFree(p);
 }
 
 void copy_device(void* dst, const void* src, std::size_t bytes, bool to_device) {

@@ -124,4 +124,16 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch = {});
 // synchronously; throws std::runtime_error as run_device_gemm does.
 void copy_device(void* dst, const void* src, std::size_t bytes, bool to_device);
 
+// Memory of the current CUDA device (cudaMalloc / cudaFree), for callers without CUDA headers
+// that hand gemm_resident operands on the device (benchmarks, tests); throws as
+// run_device_gemm does. device_free(nullptr) does nothing.
+void* device_malloc(std::size_t bytes);
+void device_free(void* p);
+
+// The CUDA engine's kernel time on the calling thread so far, in seconds (CUDA events around
+// each run_device_gemm's GEMM kernels; resident operands' decoding and host copies not):
+// a benchmark that times a library entry (gemm() with Device::cuda, gemm_resident) reads the
+// kernels' share of it as the difference across the call. 0 in a build without CUDA.
+double device_kernel_seconds();
+
 }  // namespace fp8sim

@@ -1,5 +1,6 @@
 // gemm_device_stub: the CUDA engines' entry points (run_device_gemm, copy_device,
-// run_device_amax, run_device_encode) in a build without CUDA (linked instead of cuda/'s).
+// device_malloc, device_free, device_kernel_seconds, run_device_amax, run_device_encode) in a
+// build without CUDA (linked instead of cuda/'s).
 #include <stdexcept>
 
 #include "device_gemm.hpp"
@@ -14,6 +15,14 @@ void run_device_gemm(const DeviceGemm&, const DeviceLaunch&) {
 void copy_device(void*, const void*, std::size_t, bool) {
   throw std::runtime_error("device cuda: fp8sim was built without CUDA");
 }
+
+void* device_malloc(std::size_t) {
+  throw std::runtime_error("device cuda: fp8sim was built without CUDA");
+}
+
+void device_free(void*) {}
+
+double device_kernel_seconds() { return 0.0; }
 
 long long run_device_amax(const void*, bool, int, int, const DeviceScaleGroups&, double*,
                           std::size_t, const DeviceLaunch&) {
