@@ -6,17 +6,20 @@
 //                     [--scaling none|block --block 128] [--cpu-m 256 --cpu-n 256]
 //                     [--format e4m3]
 // A block-scaled model (mxf8f6f4, mxf4, nvfp4: scales inside the MMA) runs with random
-// scales of its scale format on operands of --format (e2m1 for the FP4 ones), CPU only.
+// scales of its scale format on operands of --format (e2m1 for the FP4 ones).
 // Prints one line per configuration. MMA-Sim runs on the first --mmasim-rows rows of A
 // (its rate is per emulated MAC, so the subset does not bias the ratio).
-// --device cuda: the CUDA engine's kernels at M x N x K, the CPU engine on all cores at
-// cpu-m x cpu-n x K, cuBLASLt's real FP8 GEMM at M x N x K (the slowdown factor) and MMA-Sim
-// on the GPU, side by side, and the CUDA engine's bits against the CPU engine's.
+// --device cuda: the CUDA engine timed through the library's entries at M x N x K (gemm() with
+// Device::cuda and its kernels' share, gemm_resident on device codes), its bits against the
+// CPU engine's on the first cpu-m x cpu-n outputs, cuBLASLt's real FP8 GEMM at M x N x K (the
+// slowdown factor) and MMA-Sim on the GPU, side by side.
+// --device cuda --table: all of that at issue 28's shapes and models, one Markdown table.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <bit>
 #include <chrono>
+#include <ctime>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -112,6 +115,90 @@ std::pair<double, std::vector<float>> run_mmasim(const std::string& python, int 
   return out;
 }
 
+// One configuration on the CUDA engine, timed through the library's own entries:
+//   gemm() with Device::cuda on the host's codes (the route sim/gemm/engine_cpu.cpp's run_engine picks:
+//   plain, block scales folded into the operands, or the group-sum step), its kernels' share
+//   (device_kernel_seconds), and gemm_resident on codes already on the device (plain models
+//   only: it refuses block-scaled ones); bits checked against the CPU engine on the first
+//   cpu_m x cpu_n outputs. Rates are emulated MAC/s, best of `reps`.
+struct CudaRates {
+  double kernels = -1, resident = -1, gemm = -1;  // MAC/s, < 0: not run
+  std::size_t same = 0, checked = 0;
+  std::string resident_note;
+};
+
+CudaRates bench_cuda_entries(const GemmSpec& s, int M, int N, int K,
+                             const std::vector<std::uint8_t>& a,
+                             const std::vector<std::uint8_t>& b, const std::vector<float>& sa,
+                             const std::vector<float>& sb, int cpu_m, int cpu_n, int reps) {
+  const double macs = double(M) * N * K;
+  CudaRates r;
+  std::vector<float> D(std::size_t(M) * N);
+  // 1. gemm(): host codes in, D out (decode, uploads, kernels, download).
+  double wall = 1e300, kern = 1e300;
+  for (int i = 0; i < std::max(reps, 1); ++i) {
+    const double k0 = device_kernel_seconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    gemm(s, M, N, K, a, b, {}, sa, sb, D);
+    wall = std::min(wall, seconds_since(t0));
+    kern = std::min(kern, device_kernel_seconds() - k0);
+  }
+  r.gemm = macs / wall;
+  r.kernels = macs / kern;
+  // 2. gemm_resident(): codes on the device, D written there.
+  void *dA = nullptr, *dB = nullptr, *dD = nullptr;
+  try {
+    dA = device_malloc(a.size());
+    dB = device_malloc(b.size());
+    dD = device_malloc(D.size() * sizeof(float));
+    copy_device(dA, a.data(), a.size(), true);
+    copy_device(dB, b.data(), b.size(), true);
+    double best = 1e300;
+    for (int i = 0; i < std::max(reps, 1); ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      gemm_resident(s, M, N, K, static_cast<const std::uint8_t*>(dA),
+                    static_cast<const std::uint8_t*>(dB), nullptr, sa, sb,
+                    static_cast<float*>(dD));
+      best = std::min(best, seconds_since(t0));
+    }
+    std::vector<float> Dr(D.size());
+    copy_device(Dr.data(), dD, Dr.size() * sizeof(float), false);
+    for (std::size_t i = 0; i < D.size(); ++i)
+      if (!same_result(D[i], Dr[i])) throw std::runtime_error("gemm_resident and gemm() differ");
+    r.resident = macs / best;
+  } catch (const std::invalid_argument& e) {
+    r.resident_note = e.what();  // a model gemm_resident does not run
+  }
+  for (void* p : {dA, dB, dD}) device_free(p);
+  // 3. The CPU engine on the first rows of A and of B, bits compared.
+  const int cm = std::min(M, cpu_m), cn = std::min(N, cpu_n);
+  GemmSpec c = s;
+  c.device = Device::cpu;
+  c.threads = 0;
+  // The same scales: the first rows of A's, the first (block) rows of B's (scale_shapes).
+  const ScaleShapes sh = scale_shapes(c, cm, cn, K);
+  std::vector<float> Dc(std::size_t(cm) * cn);
+  gemm(c, cm, cn, K, std::span(a).first(std::size_t(cm) * K), std::span(b).first(std::size_t(cn) * K),
+       {}, std::span(sa).first(sa.empty() ? 0 : sh.a_rows * sh.a_cols),
+       std::span(sb).first(sb.empty() ? 0 : sh.b_rows * sh.b_cols), Dc);
+  for (int m = 0; m < cm; ++m)
+    for (int n = 0; n < cn; ++n)
+      r.same += same_result(Dc[std::size_t(m) * cn + n], D[std::size_t(m) * N + n]);
+  r.checked = Dc.size();
+  return r;
+}
+
+// The real FP8 GEMM's rate (MAC/s) at M x N x K, or < 0 with `why` set.
+double cublaslt_rate(int M, int N, int K, int reps, std::string* why) {
+#ifdef FP8SIM_HAVE_CUBLASLT_BENCH
+  const double lt = cuda::cublaslt_fp8_seconds(M, N, K, std::max(reps, 5), why);
+  return lt > 0 ? double(M) * N * K / lt : -1.0;
+#else
+  *why = "not built (no CUDA in this build)";
+  return -1.0;
+#endif
+}
+
 int bench_cuda(GemmSpec s, int M, int N, int K, const std::vector<std::uint8_t>& a,
                const std::vector<std::uint8_t>& b, const std::vector<float>& sa,
                const std::vector<float>& sb, int cpu_m, int cpu_n, int reps, int mmasim_rows,
@@ -120,82 +207,145 @@ int bench_cuda(GemmSpec s, int M, int N, int K, const std::vector<std::uint8_t>&
   fmt::print("GEMM {}x{}x{} {}, model {} ({}), promote every {}, scaling {}\n", M, N, K,
              s.a_format.name, s.model.name, describe(s.model), s.promote_every,
              to_string(s.scaling));
-  // 1. The CUDA engine: kernels only (operands decoded once, block scales folded into them
-  //    once where they fold, uploads not counted).
-  const Operand A = decode_operand(s.a_format, M, K, a), B = decode_operand(s.b_format, N, K, b);
-  std::optional<FoldedOperands> folded;
-  const bool group_sums = s.model.block_scale && group_sums_on_device_fit(s, A, B, {}, sa, sb);
-  if (s.model.block_scale && !group_sums) {
-    const ScaleShapes sh = scale_shapes(s, M, N, K);
-    folded = fold_block_scales(s, A, B, sa, sb, sh.a_cols, sh.b_cols);
-    if (!folded)
-      throw std::invalid_argument(fmt::format(
-          "model {}: its block scales neither fold into the operands nor fit the group-sum "
-          "step, so the CPU engine runs it: use device cpu", s.model.name));
-  }
-  std::vector<float> D(std::size_t(M) * N);
-  double gpu = 1e300;
-  for (int r = 0; r < std::max(reps, 1); ++r) {
-    double t = 0;
-    const DeviceLaunch launch{0, false, &t};
-    if (folded) folded_on_device(s, *folded, {}, sa, sb, D, false, launch);
-    else if (group_sums) group_sums_on_device(s, A, B, {}, sa, sb, D, false, launch);
-    else gemm_on_device(s, A, B, {}, sa, sb, D, launch);
-    gpu = std::min(gpu, t);
-  }
-  fmt::print("fp8sim cuda     {:>16} {:10.4f} s  {:.3g} emulated MAC/s\n",
-             fmt::format("{}x{}x{}", M, N, K), gpu, macs / gpu);
-  // 2. The CPU engine on every core, on the first cpu_m rows of A and cpu_n of B; bits
-  //    compared with the CUDA engine's.
-  const int cm = std::min(M, cpu_m), cn = std::min(N, cpu_n);
-  GemmSpec c = s;
-  c.device = Device::cpu;
-  c.threads = 0;
-  // The same scales: the first rows of A's, the first block rows of B's (scale_shapes).
-  const ScaleShapes sh = scale_shapes(c, cm, cn, K);
-  const std::span<const float> csa = std::span(sa).first(sh.a_rows * sh.a_cols);
-  const std::span<const float> csb = std::span(sb).first(sh.b_rows * sh.b_cols);
-  std::vector<float> Dc(std::size_t(cm) * cn);
-  const auto t0 = std::chrono::steady_clock::now();
-  gemm(c, cm, cn, K, std::span(a).first(std::size_t(cm) * K), std::span(b).first(std::size_t(cn) * K),
-       {}, csa, csb, Dc);
-  const double cpu = seconds_since(t0);
-  std::size_t same = 0;
-  for (int m = 0; m < cm; ++m)
-    for (int n = 0; n < cn; ++n)
-      same += same_result(Dc[std::size_t(m) * cn + n], D[std::size_t(m) * N + n]);
-  fmt::print("fp8sim cpu x{:<3}  {:>15} {:10.4f} s  {:.3g} emulated MAC/s   (cuda is {:.0f}x); same results as cuda: {}/{}\n",
-             resolve_threads(0), fmt::format("{}x{}x{}", cm, cn, K), cpu, double(cm) * cn * K / cpu,
-             (macs / gpu) / (double(cm) * cn * K / cpu), same, Dc.size());
-  // 3. The real FP8 GEMM.
-#ifdef FP8SIM_HAVE_CUBLASLT_BENCH
-  std::string err;
-  const double lt = cuda::cublaslt_fp8_seconds(M, N, K, std::max(reps, 5), &err);
+  const std::string shape = fmt::format("{}x{}x{}", M, N, K);
+  const CudaRates r = bench_cuda_entries(s, M, N, K, a, b, sa, sb, cpu_m, cpu_n, reps);
+  fmt::print("fp8sim cuda     {:>16} kernels {:.3g} emulated MAC/s; gemm_resident {}; gemm() {:.3g} "
+             "(host codes: decode, copies); same bits as the CPU engine on {}x{}: {}/{}\n",
+             shape, r.kernels,
+             r.resident > 0 ? fmt::format("{:.3g}", r.resident) : "not run (" + r.resident_note + ")",
+             r.gemm, std::min(M, cpu_m), std::min(N, cpu_n), r.same, r.checked);
+  std::string why;
+  const double lt = cublaslt_rate(M, N, K, reps, &why);
   if (lt > 0)
-    fmt::print("cuBLASLt fp8    {:>16} {:10.6f} s  {:.3g} MAC/s ({:.3g} FLOP/s); emulation is {:.0f}x slower\n",
-               fmt::format("{}x{}x{}", M, N, K), lt, macs / lt, 2 * macs / lt, gpu / lt);
+    fmt::print("cuBLASLt fp8    {:>16} {:.3g} MAC/s ({:.3g} FLOP/s); emulation is {:.0f}x slower\n",
+               shape, lt, 2 * lt, lt / r.kernels);
   else
-    fmt::print("cuBLASLt fp8    not run: {}\n", err);
-#else
-  fmt::print("cuBLASLt fp8    not built (no CUDA in this build)\n");
-#endif
-  // 4. MMA-Sim on the same GPU (hopper-wgmma, no scales only).
-  if (mmasim_rows > 0 && s.scaling == Scaling::none) {
+    fmt::print("cuBLASLt fp8    not run: {}\n", why);
+  // MMA-Sim on the same GPU (hopper-wgmma, no scales only).
+  if (mmasim_rows > 0 && s.scaling == Scaling::none && !s.model.block_scale) {
     const int Mr = std::min(M, mmasim_rows), Nr = std::min(N, 256);
+    std::vector<float> D(std::size_t(Mr) * Nr);
+    GemmSpec c = s;
+    c.device = Device::cpu;
+    c.threads = 0;
+    gemm(c, Mr, Nr, K, std::span(a).first(std::size_t(Mr) * K), std::span(b).first(std::size_t(Nr) * K),
+         {}, {}, {}, D);
     const auto [mm, Dm] = run_mmasim(python, Mr, Nr, K, s.promote_every, a, b);
     if (mm < 0) {
       fmt::print("mmasim          not run (needs `pip install mmasim`, which pulls in torch)\n");
     } else {
       std::size_t eq = 0;
-      for (int m = 0; m < Mr; ++m)
-        for (int n = 0; n < Nr; ++n)
-          eq += same_result(Dm[std::size_t(m) * Nr + n], D[std::size_t(m) * N + n]);
+      for (std::size_t i = 0; i < D.size(); ++i) eq += same_result(Dm[i], D[i]);
       const double rate = double(Mr) * Nr * K / mm;
-      fmt::print("mmasim (gpu)    {:>16} {:10.4f} s  {:.3g} emulated MAC/s   (cuda is {:.0f}x); same results as cuda: {}/{}\n",
-                 fmt::format("{}x{}x{}", Mr, Nr, K), mm, rate, (macs / gpu) / rate, eq, Dm.size());
+      fmt::print("mmasim (gpu)    {:>16} {:.3g} emulated MAC/s   (fp8sim cuda is {:.0f}x); same "
+                 "results as fp8sim: {}/{}\n", fmt::format("{}x{}x{}", Mr, Nr, K), rate,
+                 r.kernels / rate, eq, Dm.size());
     }
   }
-  return 0;
+  (void)macs;
+  return r.same == r.checked ? 0 : 1;
+}
+
+// One benchmark configuration: the spec, random codes of A (M x K) and B (N x K), scales.
+struct Config {
+  GemmSpec s;
+  std::vector<std::uint8_t> a, b;
+  std::vector<float> sa, sb;
+};
+
+// A block-scaled model (scales inside the MMA) runs on codes of `format` with random scales
+// of its scale format, never promoted; other models on e4m3 codes with `scaling`.
+Config make_config(const std::string& model, const std::string& format, int M, int N, int K,
+                   int promote, Scaling scaling, int block, Device device) {
+  Config c;
+  GemmSpec& s = c.s;
+  s.a_format = s.b_format = format_by_name("e4m3");
+  s.model = accumulator_by_name(model);
+  s.promote_every = promote;
+  s.out_type = format_by_name("fp32");
+  s.device = device;
+  s.scaling = scaling;
+  s.block = block;
+  c.a = random_e4m3(std::size_t(M) * K, 1);
+  c.b = random_e4m3(std::size_t(N) * K, 2);
+  if (s.scaling != Scaling::none) std::tie(c.sa, c.sb) = scales(s, M, N, K);
+  if (const auto& in = s.model.block_scale) {
+    s.a_format = s.b_format = format_by_name(format);
+    if (total_bits(s.a_format) > 8)
+      throw std::invalid_argument(fmt::format("--format {}: at most 8 bits", format));
+    use_model_block_scales(s);
+    s.promote_every = 0;
+    c.a = random_codes(s.a_format, c.a.size(), 1);
+    c.b = random_codes(s.a_format, c.b.size(), 2);
+    c.sa = random_scales(in->format, std::size_t(M) * (K / in->block), 3);
+    c.sb = random_scales(in->format, std::size_t(N) * (K / in->block), 4);
+  }
+  return c;
+}
+
+// --table: the CUDA engine's rates at the shapes issue 28 names, side by side with cuBLASLt's
+// real FP8 GEMM and MMA-Sim on the same GPU, as one Markdown table (GPU, driver and date
+// above it; the CPU engine checks the bits of each row's first cpu_m x cpu_n outputs).
+int run_table(const std::string& python, int reps, int cpu_m, int cpu_n, int mmasim_rows) {
+  struct Row {
+    const char* model;
+    const char* format;
+    int M, N, K, promote;
+    Scaling scaling;
+  };
+  const Row rows[] = {
+      {"hopper-wgmma", "e4m3", 8192, 8192, 8192, 128, Scaling::none},
+      {"hopper-wgmma", "e4m3", 8192, 8192, 8192, 0, Scaling::none},
+      {"hopper-wgmma", "e4m3", 8192, 8192, 8192, 128, Scaling::block},
+      {"hopper-wgmma", "e4m3", 16, 4096, 7168, 128, Scaling::none},
+      {"hopper-wgmma", "e4m3", 64, 7168, 16384, 128, Scaling::none},
+      {"hopper-wgmma", "e4m3", 2048, 2048, 1024, 128, Scaling::none},
+      {"nvfp4", "e2m1", 4096, 4096, 4096, 0, Scaling::none},
+      {"mxf4", "e2m1", 4096, 4096, 4096, 0, Scaling::none},
+      {"mxf8f6f4", "e4m3", 4096, 4096, 4096, 0, Scaling::none},
+  };
+#ifdef FP8SIM_HAVE_CUBLASLT_BENCH
+  const std::string gpu = cuda::device_description();
+#else
+  const std::string gpu = "GPU not named (built without cuBLASLt)";
+#endif
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
+  fmt::print("fp8sim-bench-gemm --device cuda --table: {}, {}\n\n", gpu, date);
+  fmt::print("| GEMM (M x N x K) | model | operands | promote | scales | fp8sim cuda kernels "
+             "| gemm_resident | gemm() | same bits as CPU | cuBLASLt fp8 | MMA-Sim (gpu) |\n");
+  fmt::print("|---|---|---|---|---|---|---|---|---|---|---|\n");
+  int rc = 0;
+  for (const Row& w : rows) {
+    Config c = make_config(w.model, w.format, w.M, w.N, w.K, w.promote, w.scaling, 128,
+                           Device::cuda);
+    const CudaRates r = bench_cuda_entries(c.s, w.M, w.N, w.K, c.a, c.b, c.sa, c.sb, cpu_m,
+                                           cpu_n, reps);
+    std::string why;
+    const double lt = cublaslt_rate(w.M, w.N, w.K, reps, &why);
+    std::string mm = "-";
+    if (mmasim_rows > 0 && !c.s.model.block_scale && w.scaling == Scaling::none &&
+        w.M >= 64 && w.K >= 8192) {
+      const int Mr = std::min(w.M, mmasim_rows), Nr = std::min(w.N, 256);
+      const auto [sec, Dm] = run_mmasim(python, Mr, Nr, w.K, w.promote, c.a, c.b);
+      if (sec > 0) mm = fmt::format("{:.2g}", double(Mr) * Nr * w.K / sec);
+      else mm = "not run";
+    }
+    const char* scales = c.s.model.block_scale ? "in the MMA"
+                         : w.scaling == Scaling::block ? "1x128, 128x128" : "-";
+    fmt::print("| {}x{}x{} | {} | {} | {} | {} | {:.3g} | {} | {:.3g} | {}/{} | {} | {} |\n",
+               w.M, w.N, w.K, w.model, w.format, c.s.promote_every ? std::to_string(c.s.promote_every) : "never",
+               scales, r.kernels, r.resident > 0 ? fmt::format("{:.3g}", r.resident) : "-", r.gemm,
+               r.same, r.checked, lt > 0 ? fmt::format("{:.3g}", lt) : "-", mm);
+    std::fflush(stdout);
+    rc |= r.same == r.checked ? 0 : 1;
+  }
+  fmt::print("\nRates in emulated MAC/s (cuBLASLt: real MAC/s of its e4m3 GEMM at the same shape); "
+             "best of {}. kernels: the CUDA engine's kernels (CUDA events); gemm_resident: codes on "
+             "the device, the whole call; gemm(): host codes, decode and copies included; MMA-Sim "
+             "on {} x 256 outputs of the same codes.\n", reps, mmasim_rows);
+  return rc;
 }
 
 }  // namespace
@@ -226,34 +376,24 @@ int main(int argc, char** argv) {
                           "--device cuda: rows of A for the CPU engine's rate", 1, 1 << 20);
   cli::add_integer_option(&app, "--cpu-n", cpu_n,
                           "--device cuda: rows of B for the CPU engine's rate", 1, 1 << 20);
+  bool table = false;
+  app.add_flag("--table", table,
+               "The CUDA engine at issue 28's shapes beside cuBLASLt and MMA-Sim, one Markdown "
+               "table (--reps, --python, --mmasim-rows, --cpu-m, --cpu-n apply)");
   if (const int code = cli::parse_command_line(app, argc, argv, "fp8sim-bench-gemm"); code >= 0) return code;
 
   try {
-    GemmSpec s;
-    s.a_format = s.b_format = format_by_name("e4m3");
-    s.model = accumulator_by_name(model);
-    s.promote_every = promote;
-    s.out_type = format_by_name("fp32");
-    s.device = parse_device(device);
-    s.scaling = parse_scaling(scaling);
-    s.block = block;
-    auto a = random_e4m3(std::size_t(M) * K, 1), b = random_e4m3(std::size_t(N) * K, 2);
+    if (table) return run_table(python, reps, cpu_m, cpu_n, mmasim_rows);
+    Config cfg = make_config(model, format, M, N, K, promote, parse_scaling(scaling), block,
+                             parse_device(device));
+    GemmSpec& s = cfg.s;
+    auto& a = cfg.a;
+    auto& b = cfg.b;
+    auto& sa = cfg.sa;
+    auto& sb = cfg.sb;
+    if (s.model.block_scale) mmasim_rows = 0;
     const double macs = double(M) * N * K;
     std::vector<float> D(std::size_t(M) * N);
-    std::vector<float> sa, sb;
-    if (s.scaling != Scaling::none) std::tie(sa, sb) = scales(s, M, N, K);
-    if (const auto& in = s.model.block_scale) {  // scales inside the MMA
-      s.a_format = s.b_format = format_by_name(format);
-      if (total_bits(s.a_format) > 8)
-        throw std::invalid_argument(fmt::format("--format {}: at most 8 bits", format));
-      use_model_block_scales(s);
-      s.promote_every = 0;
-      a = random_codes(s.a_format, a.size(), 1);
-      b = random_codes(s.a_format, b.size(), 2);
-      sa = random_scales(in->format, std::size_t(M) * (K / in->block), 3);
-      sb = random_scales(in->format, std::size_t(N) * (K / in->block), 4);
-      mmasim_rows = 0;
-    }
     if (s.device == Device::cuda)
       return bench_cuda(s, M, N, K, a, b, sa, sb, cpu_m, cpu_n, reps, mmasim_rows, python);
     const int hw = resolve_threads(0);

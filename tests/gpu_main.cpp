@@ -1,6 +1,7 @@
 // gpu_main: the Catch2 main of the GPU test binaries (fp8sim_add_test ... GPU). Where the CUDA
 // engine cannot run (a build without CUDA, or no GPU) it prints "waived: <why>" and exits 77,
-// which ctest counts as skipped; otherwise it runs the binary's test cases.
+// which ctest counts as skipped; any other error of the engine's first GEMM is a failure (a
+// failed launch must not pass as a skip); otherwise it runs the binary's test cases.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -27,6 +28,11 @@ int main(int argc, char** argv) {
     gemm(s, 1, 1, 32, a, b, {}, {}, {}, d);
   } catch (const std::runtime_error& e) {
     const std::string why = e.what();
+    if (why.find("without CUDA") == std::string::npos &&
+        why.find("no CUDA device") == std::string::npos) {
+      fmt::print("FAIL: the CUDA engine's first GEMM: {}\n", why);
+      return 1;
+    }
     const auto colon = why.find(": ");
     fmt::print("waived: {}\n", colon == std::string::npos ? why : why.substr(colon + 2));
     return 77;

@@ -6,8 +6,11 @@
 // 2. Every capture under tests/data/hw replayed through the CUDA engine.
 // 3. Launch configuration and stream: the tiled kernel, the per-output kernel and a stream of
 //    its own give the same bits.
-// Without a GPU (or without CUDA in the build) it prints "waived: ..." and exits 77.
+// 4. The tiled kernels on adversarial operands, C and shapes (tiled_test).
+// Each is a Catch2 test case (tests/gpu_main.cpp: without a GPU, or without CUDA in the build,
+// the binary prints "waived: ..." and exits 77).
 // FP8SIM_SEED overrides the seed; the first mismatch is printed as one line.
+#include <catch2/catch.hpp>
 #include <fmt/format.h>
 
 #include <bit>
@@ -309,6 +312,107 @@ int grid_test() {
   return t.bad == 0 && models.size() >= 150 && t.outputs >= 10'000'000 ? 0 : 1;
 }
 
+// Adversarial operands for the tiled kernels: each row one kind, chosen by row % 4 -- random
+// codes (specials at `special` per mille), the largest magnitudes with random signs (long
+// cancellations, sums at the top of the exactness bound), mostly zeros of both signs, the
+// smallest magnitudes (subnormals, the alignment floor).
+Operand adversarial_operand(const FormatSpec& f, int rows, int cols, std::uint64_t stream,
+                            int special) {
+  const std::uint32_t n = code_count(f), sign = n / 2;
+  std::vector<std::uint32_t> codes(std::size_t(rows) * cols);
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < cols; ++k) {
+      const std::size_t i = std::size_t(r) * cols + k;
+      const std::uint64_t x = random_u64(seed(), stream, i);
+      std::uint32_t c = static_cast<std::uint32_t>(x % n);
+      switch (r % 4) {
+        case 1: c = sign - 2 - std::uint32_t(x % 6); break;       // near the largest finite
+        case 2: c = (x >> 8) % 16 == 0 ? c : 0; break;            // mostly zeros
+        case 3: c = std::uint32_t(x % 12); break;                 // subnormals, smallest normals
+        default: break;
+      }
+      if (r % 4 != 0 && (x >> 32) & 1) c |= sign;                 // either sign, -0 included
+      const auto cls = classify(f, c);
+      if ((cls == ValueClass::nan || cls == ValueClass::inf) && int((x >> 40) % 1000) >= special)
+        c = 0;
+      codes[i] = c;
+    }
+  return decode_operand(f, rows, cols, std::span<const std::uint32_t>(codes));
+}
+
+// C for the tiled kernels: wide exponents (fp32 subnormals up to grids beyond float's range,
+// which send the output to the per-output kernel), zeros of both signs, Inf and NaN.
+std::vector<float> adversarial_c(std::size_t n, std::uint64_t stream) {
+  std::vector<float> v = random_floats(n, stream, -149, 125);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t x = random_u64(seed(), stream + 7, i) % 64;
+    if (x == 0) v[i] = 0.0f;
+    if (x == 1) v[i] = -0.0f;
+    if (x == 2) v[i] = INFINITY;
+    if (x == 3) v[i] = NAN;
+    if (x >= 4 && x < 24) v[i] = std::ldexp(v[i], -std::ilogb(v[i]) + int(x % 9) - 4);  // near 1
+  }
+  return v;
+}
+
+// The tiled kernels (float steps: gemm_engine_tiled_f32.cuh; double steps) against the CPU
+// engine and against the per-output kernel, on adversarial operands and C, ragged shapes
+// (partial tiles, a K whose last slab is half full), skinny shapes, promotion every 32 / 128 /
+// never, scales, and models at the edges of the float step (sums of exactly 24 bits, rne cuts,
+// group 16, c added after the step).
+int tiled_test() {
+  Tally t;
+  std::uint64_t stream = 700000;
+  const char* models[] = {"hopper-wgmma", "ada-fp8", "blackwell-fp8",
+                          "custom:group=32,frac=13,out=24,cut=rne,outround=rne",
+                          "custom:group=16,frac=17,out=24,cut=rz",
+                          "custom:group=32,frac=16,out=14,cut=rz",
+                          "custom:group=32,frac=13,out=24,cut=rz,c=add"};
+  struct Shape { int M, N, K; };
+  const Shape shapes[] = {{200, 130, 1184}, {16, 300, 1024}, {65, 64, 1200}, {1, 257, 512}};
+  int config = 0;
+  for (const char* name : models)
+    for (const Shape sh : shapes) {
+      GemmSpec s;
+      s.model = accumulator_by_name(name);
+      const int g = step_products(s.model);
+      if (sh.K % g) continue;
+      const int promotes[] = {128, 0, 32};
+      s.promote_every = promotes[config % 3];
+      if (sh.K % 32 == 0 && s.promote_every == 128 && config % 2) {
+        s.scaling = Scaling::block;
+        s.block = 128;
+      } else if (config % 5 == 3) {
+        s.scaling = Scaling::row;
+      }
+      s.out_type = format_by_name(config % 4 == 1 ? "bf16" : "fp32");
+      const FormatSpec fa = format_by_name(config % 3 == 2 ? "e5m2" : "e4m3");
+      const FormatSpec fb = format_by_name("e4m3");
+      const Operand A = adversarial_operand(fa, sh.M, sh.K, stream++, 3);
+      const Operand B = adversarial_operand(fb, sh.N, sh.K, stream++, 3);
+      const ScaleShapes ss = scale_shapes(s, sh.M, sh.N, sh.K);
+      const auto sa = random_floats(ss.a_rows * ss.a_cols, stream++, -8, 8);
+      const auto sb = random_floats(ss.b_rows * ss.b_cols, stream++, -8, 8);
+      const auto C = adversarial_c(std::size_t(sh.M) * sh.N, stream++);
+      const std::string what = fmt::format(
+          "tiled model={} a={} b=e4m3 M={} N={} K={} promote={} scaling={} out={}", name, fa.name,
+          sh.M, sh.N, sh.K, s.promote_every, to_string(s.scaling), s.out_type.name);
+      compare(s, A, B, C, sa, sb, t, what);
+      // The per-output kernel everywhere gives the same bits as the tiled kernels.
+      if (s.scaling == Scaling::none) {
+        std::vector<float> tiled(std::size_t(sh.M) * sh.N), dot(tiled.size());
+        gemm_on_device(s, A, B, C, sa, sb, tiled, DeviceLaunch{0, false});
+        gemm_on_device(s, A, B, C, sa, sb, dot, DeviceLaunch{1, false});
+        tally(dot, tiled, sh.N, t, what + " (per-output kernel vs tiled)");
+      }
+      ++config;
+    }
+  fmt::print("tiled: seed={} {} configurations, {} outputs, {} differ\n", seed(), t.configs,
+             t.outputs, t.bad);
+  if (t.bad) fmt::print("FAIL first mismatch: {}\n", t.first);
+  return t.bad == 0 && t.configs >= 20 ? 0 : 1;
+}
+
 int capture_test() {
   const char* dir = std::getenv("FP8SIM_TEST_DATA");
   const std::filesystem::path hw = std::filesystem::path(dir ? dir : "tests/data") / "hw";
@@ -369,27 +473,16 @@ int launch_test() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  // Is there a CUDA engine and a device? One tiny GEMM says.
-  try {
-    GemmSpec s;
-    s.model = accumulator_by_name("hopper-wgmma");
-    s.a_format = s.b_format = format_by_name("e4m3");
-    s.out_type = format_by_name("fp32");
-    s.device = Device::cuda;
-    const std::vector<std::uint8_t> a(32, 0x38), b(32, 0x38);
-    std::vector<float> d(1);
-    gemm(s, 1, 1, 32, a, b, {}, {}, {}, d);
-  } catch (const std::runtime_error& e) {
-    const std::string why = e.what();
-    fmt::print("waived: {}\n", why.substr(why.find(':') + 2));
-    return 77;
-  }
-  const std::string only = argc > 1 ? argv[1] : "";
-  int rc = 0;
-  if (only.empty() || only == "grid") rc |= grid_test();
-  if (only.empty() || only == "captures") rc |= capture_test();
-  if (only.empty() || only == "launch") rc |= launch_test();
-  fmt::print("{}\n", rc ? "FAILED" : "passed");
-  return rc;
+TEST_CASE("the CUDA engine equals the CPU engine over the model grid", "[gpu]") {
+  CHECK(grid_test() == 0);
+}
+
+TEST_CASE("every capture replays through the CUDA engine", "[gpu]") { CHECK(capture_test() == 0); }
+
+TEST_CASE("launch configurations and streams give the same bits", "[gpu]") {
+  CHECK(launch_test() == 0);
+}
+
+TEST_CASE("the tiled kernels on adversarial operands, C and shapes", "[gpu]") {
+  CHECK(tiled_test() == 0);
 }

@@ -104,6 +104,49 @@ TEST_CASE("choose_gemm_path: which models take which path") {
   }
 }
 
+// The CUDA engine's step (DeviceStep), decided by choose_gemm_path and handed to the engine in
+// DeviceGemm::fast_step. Expected values from the float / double sum rule worked out beside
+// each row: f32 needs float products and frac + 2 + bit_width(n + 1) <= 24 with frac <= 20;
+// f64 needs frac + 2 + bit_width(n + 1) <= 53 with frac <= 49; both only on the CPU's integer
+// paths, without chained blocks or renormalised products.
+TEST_CASE("choose_gemm_path: the CUDA engine's step", "[gemm][device]") {
+  struct DeviceRow {
+    const char* model;
+    const char* a;
+    const char* b;
+    DeviceStep want;
+    const char* why;
+  };
+  using D = DeviceStep;
+  const DeviceRow rows[] = {
+      {"hopper-wgmma", "e4m3", "e4m3", D::f32, "13+2+6 = 21 <= 24, 13 <= 20"},
+      {"hopper-wgmma", "e5m2", "e4m3", D::f32, "e5m2 x e4m3 products exact in float"},
+      {"hopper-wgmma", "bf16", "bf16", D::f64, "bf16 products leave fp32's range: double"},
+      {"ada-fp8", "e4m3", "e4m3", D::f32, "13+2+5 = 20"},
+      {"blackwell-fp8", "e4m3", "e4m3", D::f64, "25+2+6 = 33 > 24, <= 53"},
+      {"hopper-mma-sync", "e4m3", "e4m3", D::none, "chained blocks of two steps"},
+      {"exact", "e4m3", "e4m3", D::none, "the exact model: exact_int on the CPU"},
+      {"custom:group=32,frac=17,out=24,cut=rz", "e4m3", "e4m3", D::f64,
+       "17+2+6 = 25 > 24 (int32_float on the CPU: <= 31)"},
+      {"custom:group=16,frac=17,out=24,cut=rz", "e4m3", "e4m3", D::f32, "17+2+5 = 24"},
+      {"custom:group=4,frac=21,out=24,cut=rz", "e4m3", "e4m3", D::f64, "21+2+3 = 26 > 24 (int32_float on the CPU)"},
+      {"custom:group=32,frac=13,out=24,cut=rne,outround=rne", "e4m3", "e4m3", D::f32, "rne cut"},
+      {"custom:group=32,frac=48,out=24,cut=rz", "e4m3", "e4m3", D::none,
+       "48+2+6 = 56 > 53 (int64_double on the CPU: <= 62)"},
+      {"custom:group=32,frac=13,out=14,cut=rz,c=exact", "e4m3", "e4m3", D::none, "reference on the CPU"},
+      {"custom:group=32,frac=13,out=14,cut=rz,renorm=1", "e4m3", "e4m3", D::none,
+       "renormalised products"},
+  };
+  for (const DeviceRow& r : rows) {
+    const AccumulatorSpec m = accumulator_by_name(r.model);
+    const GemmPath p =
+        choose_gemm_path(m, format_by_name(r.a), format_by_name(r.b), step_products(m));
+    INFO(fmt::format("{} {}x{} ({}) => got device {} want {}", r.model, r.a, r.b, r.why,
+                     int(p.device), int(r.want)));
+    CHECK(p.device == r.want);
+  }
+}
+
 // Block scales inside the MMA are applied only by the engines' entries that know them (folded
 // operands, the group-sum step; gemm_resident sends such a model through them): the CUDA
 // engine's plain entries refuse it with one line before any device work, also where its group

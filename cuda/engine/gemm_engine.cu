@@ -1,8 +1,11 @@
 // gemm_engine: the CUDA GEMM engine behind GemmSpec::device == cuda (run_device_gemm).
 //
-// Path choice, from the model's data (as sim/gemm/engine_cpu.cpp's Engine chooses):
-//   tiled_gemm    integer-step models (no block, c join, or c add with an fp32 output)
-//                 with an e8mX output rounded rz/rne and a step of 16 or 32 products;
+// Path choice, from the model's data and the host's step (DeviceGemm::fast_step, decided by
+// sim/gemm/gemm_path.cpp's choose_gemm_path for both engines):
+//   tiled_gemm_f32  float steps (gemm_engine_tiled_f32.cuh) and
+//   tiled_gemm      double steps (gemm_engine_tiled.cuh), for models with c join, or c add
+//                   with an fp32 output, an e8mX output rounded rz/rne and a step of 16 or 32
+//                   products (no zero exponent that matters);
 //   dot_kernel    one thread per output through gemm_engine_step.cuh's dot_output (fast
 //                 steps where exact, group-sum steps for FP4 block-scaled models, reference
 //                 steps elsewhere): every other model, every output the tiled kernel hands
@@ -25,6 +28,7 @@
 #include "gemm/device_gemm.hpp"
 #include "engine/device_memory.cuh"
 #include "engine/gemm_engine_tiled.cuh"
+#include "engine/gemm_engine_tiled_f32.cuh"
 
 namespace fp8sim {
 namespace {
@@ -36,23 +40,6 @@ using gpu::check;
 using gpu::device_alloc;
 using gpu::DeviceBuffer;
 using gpu::upload;
-
-int bit_width(unsigned x) { return x == 0 ? 0 : 32 - __builtin_clz(x); }
-
-// The fast step's number type: float where products, grid and sums are exact in float
-// (the CPU's int32_float condition), double where they are in double, else none.
-FastPath choose_fast(const DeviceGemm& g) {
-  const DeviceModel& m = g.model;
-  if (m.exact || m.c_entry == 1 || m.block != 0 || m.renormalise || m.group < 1 || g.group_sum > 1)
-    return FastPath::none;
-  const int lo = std::min(g.a_min_normal - g.a_mantissa, g.b_min_normal - g.b_mantissa);
-  const int hi = g.a_max_exponent + g.b_max_exponent + 2;
-  const bool float_products = g.a_mantissa + g.b_mantissa + 2 <= 24 && 2 * lo >= -126 && hi <= 127;
-  const int f = m.frac_bits, sum_bits = bit_width(static_cast<unsigned>(m.group + 1));
-  if (float_products && f + 2 + sum_bits <= 24 && f <= 20) return FastPath::f32;
-  if (f + 2 + sum_bits <= 53 && f <= 49) return FastPath::f64;
-  return FastPath::none;
-}
 
 // Resident GEMMs: codes -> values through the format's table, once per element; the smallest
 // index of a code beyond the table goes to *bad (initialised to n).
@@ -154,17 +141,93 @@ __global__ void dot_kernel(const Params p) {
   }
 }
 
-// Tile shapes of the tiled kernel, 256 threads a block, two blocks an SM (128 registers):
-//   float steps:  128 x 64 outputs a block, 8 x 4 a thread;
-//   double steps:  64 x 64 outputs a block, 4 x 4 a thread (double sums take two registers).
-template <class V> struct Tile;
-template <> struct Tile<float> { static constexpr int BM = 128, BN = 64, BK = 32, TM = 8, TN = 4; };
-template <> struct Tile<double> { static constexpr int BM = 64, BN = 64, BK = 32, TM = 4, TN = 4; };
+// Tile shapes of the tiled kernels:
+//   float steps (tiled_gemm_f32): chosen by shape in launch_tiled_f32;
+//   double steps (tiled_gemm):     64 x 64 outputs a block, 4 x 4 a thread, 256 threads, two
+//                                  blocks an SM (double sums take two registers).
+struct TileF64 { static constexpr int BM = 64, BN = 64, BK = 32, TM = 4, TN = 4; };
 
-template <class V, int G, bool RNE>
-void launch_tiled(const Params& p, cudaStream_t st) {
-  using T = Tile<V>;
-  auto kernel = gpu::tiled_gemm<V, G, RNE, T::TM, T::TN, T::BM, T::BN, T::BK>;
+// The float kernel: both operands prepared (transposed, padded, exponents, sign bits) once
+// per GEMM, then the tiles. The prepared copies live on the stream until the kernel is done.
+template <int G, bool RNE, int MODE, int TM, int TN, int BM, int BN, int MINB>
+void launch_f32_shape(const Params& p, cudaStream_t st) {
+  gpu::TileParams tp;
+  tp.p = p;
+  const int K = p.g.K, kp = (K + gpu::kTileBk - 1) / gpu::kTileBk * gpu::kTileBk;
+  // Rows padded to whole tiles and to whole 32-row blocks of prepare_tile_operand.
+  constexpr int RM = BM > 32 ? BM : 32, RN = BN > 32 ? BN : 32;
+  static_assert(RM % BM == 0 && RN % BN == 0 && RM % 32 == 0 && RN % 32 == 0);
+  const int mp = (p.g.M + RM - 1) / RM * RM, np = (p.g.N + RN - 1) / RN * RN;
+  const std::size_t a_n = std::size_t(mp) * kp, b_n = std::size_t(np) * kp;
+  const std::size_t bytes = a_n * (4 + 2) + b_n * (4 + 4) + (a_n + b_n) / 32 * 4;
+  const DeviceBuffer keep = device_alloc(bytes, st);
+  unsigned char* at = static_cast<unsigned char*>(keep.get());
+  auto take = [&](std::size_t n) {
+    void* q = at;
+    at += (n + 15) / 16 * 16;
+    return q;
+  };
+  float* av = static_cast<float*>(take(a_n * 4));
+  float* bv = static_cast<float*>(take(b_n * 4));
+  void* ae = take(a_n * 2);
+  void* be = take(b_n * 4);
+  unsigned* ab = static_cast<unsigned*>(take(a_n / 8));
+  unsigned* bb = static_cast<unsigned*>(take(b_n / 8));
+  gpu::prepare_tile_operand<false><<<dim3(mp / 32, kp / 32), dim3(32, 8), 0, st>>>(
+      p.g.A, p.g.M, K, p.g.a_align_min, av, ae, ab, mp, kp);
+  gpu::prepare_tile_operand<true><<<dim3(np / 32, kp / 32), dim3(32, 8), 0, st>>>(
+      p.g.B, p.g.N, K, p.g.b_align_min, bv, be, bb, np, kp);
+  check(cudaGetLastError(), "operand preparation launch");
+  tp.ta = {av, ae, ab, mp, kp};
+  tp.tb = {bv, be, bb, np, kp};
+  auto kernel = gpu::tiled_gemm_f32<G, RNE, MODE, TM, TN, BM, BN, MINB>;
+  constexpr int smem = gpu::tiled_f32_smem_bytes(BM, BN, TM, TN);
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+        "shared memory limit");
+  const dim3 grid((p.g.N + BN - 1) / BN, (p.g.M + BM - 1) / BM);
+  kernel<<<grid, (BM / TM) * (BN / TN), smem, st>>>(tp);
+  check(cudaGetLastError(), "tiled kernel launch");
+}
+
+template <int G, bool RNE, int MODE>
+void launch_tiled_f32(const Params& p, cudaStream_t st) {
+  // The 64 x 64 tiles (8 x 4 outputs a thread, three blocks an SM) where they fill the GPU
+  // twice over; for fewer outputs (small M: skinny, decode-like GEMMs) smaller tiles and
+  // thread tiles, for more threads (H100, 2026-11-25: 16x4096x7168 at 5.5e11 MAC/s with
+  // 16 x 64 tiles against 2.9e11 with 64 x 64; 64x7168x16384 at 2.4e12 with 32 x 64 against
+  // 1.9e12). Every tile shape gives the same bits.
+  int dev = 0, sms = 0;
+  check(cudaGetDevice(&dev), "get device");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "device attribute");
+  const long long big_blocks = (p.g.M + 63LL) / 64 * ((p.g.N + 63LL) / 64);
+  if (big_blocks < 2LL * 3 * sms) {
+    if (p.g.M <= 16) return launch_f32_shape<G, RNE, MODE, 2, 2, 16, 64, 4>(p, st);
+    return launch_f32_shape<G, RNE, MODE, 4, 2, 32, 64, 3>(p, st);
+  }
+  launch_f32_shape<G, RNE, MODE, 8, 4, 64, 64, 3>(p, st);
+}
+
+// The float kernel's instance: the step length, the cut, and how c enters (gpu::TileMode).
+template <int G>
+void launch_tiled_f32_for(const Params& p, bool rne, cudaStream_t st) {
+  const DeviceModel& m = p.g.model;
+  const int mode = m.c_entry == 2 ? gpu::kAddFp32 : m.output_rounding == kRne ? gpu::kJoinRne
+                                                                              : gpu::kJoinRz;
+  if (rne) {
+    if (mode == gpu::kJoinRz) launch_tiled_f32<G, true, gpu::kJoinRz>(p, st);
+    else if (mode == gpu::kJoinRne) launch_tiled_f32<G, true, gpu::kJoinRne>(p, st);
+    else launch_tiled_f32<G, true, gpu::kAddFp32>(p, st);
+  } else {
+    if (mode == gpu::kJoinRz) launch_tiled_f32<G, false, gpu::kJoinRz>(p, st);
+    else if (mode == gpu::kJoinRne) launch_tiled_f32<G, false, gpu::kJoinRne>(p, st);
+    else launch_tiled_f32<G, false, gpu::kAddFp32>(p, st);
+  }
+}
+
+template <int G, bool RNE>
+void launch_tiled_f64(const Params& p, cudaStream_t st) {
+  using T = TileF64;
+  auto kernel = gpu::tiled_gemm<double, G, RNE, T::TM, T::TN, T::BM, T::BN, T::BK>;
   constexpr int smem = gpu::tiled_smem_bytes(T::BM, T::BN, T::BK, T::TM, T::TN);
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
         "shared memory limit");
@@ -181,15 +244,15 @@ bool launch_tiled_for(const Params& p, cudaStream_t st) {
       m.zero_on)
     return false;
   const bool rne = m.term_cut == kRne;
-  if (p.fast == FastPath::f32) {
-    if (m.group == 32) rne ? launch_tiled<float, 32, true>(p, st) : launch_tiled<float, 32, false>(p, st);
-    else if (m.group == 16) rne ? launch_tiled<float, 16, true>(p, st) : launch_tiled<float, 16, false>(p, st);
-    else return false;
+  if (m.group != 32 && m.group != 16) return false;
+  if (p.fast == FastPath::f32 && !p.g.fold) {  // fold never meets f32 (float_products)
+    if (m.group == 32) launch_tiled_f32_for<32>(p, rne, st);
+    else launch_tiled_f32_for<16>(p, rne, st);
     return true;
   }
-  if (m.group == 32) rne ? launch_tiled<double, 32, true>(p, st) : launch_tiled<double, 32, false>(p, st);
-  else if (m.group == 16) rne ? launch_tiled<double, 16, true>(p, st) : launch_tiled<double, 16, false>(p, st);
-  else return false;
+  if (p.fast == FastPath::f32) return false;
+  if (m.group == 32) rne ? launch_tiled_f64<32, true>(p, st) : launch_tiled_f64<32, false>(p, st);
+  else rne ? launch_tiled_f64<16, true>(p, st) : launch_tiled_f64<16, false>(p, st);
   return true;
 }
 
@@ -200,6 +263,9 @@ void launch_dot(Params p, bool redo_only, cudaStream_t st) {
   dot_kernel<<<blocks, 128, 0, st>>>(p);
   check(cudaGetLastError(), "dot kernel launch");
 }
+
+// device_kernel_seconds(): this thread's kernel time so far.
+thread_local double kernel_seconds_total = 0.0;
 
 }  // namespace
 
@@ -214,7 +280,7 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
   Params p;
   p.g = g;
   const DeviceModel& m = g.model;
-  p.fast = choose_fast(g);
+  p.fast = static_cast<FastPath>(g.fast_step);  // the host's choice (choose_gemm_path)
   const bool e8 = m.output.min_exponent == -126 && m.output.max_exponent == 127;
   p.out_e8 = e8 && (m.output_rounding == kRz || m.output_rounding == kRne);
   p.out_drop = 52 - m.output.mantissa_bits;
@@ -258,6 +324,19 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
   check(cudaEventElapsedTime(&ms, ev[0], ev[1]), "event");
   for (auto& e : ev) cudaEventDestroy(e);
   if (launch.kernel_seconds) *launch.kernel_seconds = ms * 1e-3;
+  kernel_seconds_total += ms * 1e-3;
+}
+
+double device_kernel_seconds() { return kernel_seconds_total; }
+
+void* device_malloc(std::size_t bytes) {
+  void* p = nullptr;
+  check(cudaMalloc(&p, bytes), "cudaMalloc");
+  return p;
+}
+
+void device_free(void* p) {
+  if (p) cudaFree(p);
 }
 
 void copy_device(void* dst, const void* src, std::size_t bytes, bool to_device, void* stream,

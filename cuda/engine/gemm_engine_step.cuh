@@ -10,6 +10,7 @@
 
 namespace fp8sim::gpu {
 
+// Numbered as sim/gemm/gemm_path.hpp's DeviceStep: the host decides it (DeviceGemm::fast_step).
 enum class FastPath : int { none = 0, f32 = 1, f64 = 2 };
 
 constexpr int kZeroExponent = -1000;  // sim's Operand::kZeroExponent

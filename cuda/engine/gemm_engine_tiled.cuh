@@ -1,8 +1,9 @@
-// gemm_engine_tiled: the fast GEMM kernel for the integer-step models: each thread computes
-// a TM x TN register tile of outputs from BM x BK / BN x BK tiles of A and B in shared
-// memory, one fused step of G products at a time, bit for bit as gemm_engine_step.cuh's
-// fast_step. Outputs it cannot finish exactly (special values, results below fp32's normal
-// range, grids outside V's range) get kRedoBits and are redone by the per-output kernel.
+// gemm_engine_tiled: the tiled GEMM kernel for double steps (DeviceStep::f64; float steps run
+// gemm_engine_tiled_f32.cuh's kernel): each thread computes a TM x TN register tile of
+// outputs from BM x BK / BN x BK tiles of A and B in shared memory, one fused step of G
+// products at a time, bit for bit as gemm_engine_step.cuh's fast_step. Outputs it cannot
+// finish exactly (special values, results below fp32's normal range, grids outside V's
+// range) get kRedoBits and are redone by the per-output kernel.
 #pragma once
 
 #include "engine/gemm_engine_step.cuh"

@@ -57,4 +57,18 @@ double cublaslt_fp8_seconds(int M, int N, int K, int reps, std::string* error) {
   return ms[ms.size() / 2] * 1e-3;
 }
 
+std::string device_description() {
+  int dev = 0, driver = 0, runtime = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return "no CUDA device";
+  }
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  return std::string(prop.name) + ", driver CUDA " + std::to_string(driver / 1000) + "." +
+         std::to_string(driver % 1000 / 10) + ", runtime " + std::to_string(runtime / 1000) + "." +
+         std::to_string(runtime % 1000 / 10);
+}
+
 }  // namespace fp8sim::cuda

@@ -10,4 +10,8 @@ namespace fp8sim::cuda {
 // warm-up), or a negative value with `error` set.
 double cublaslt_fp8_seconds(int M, int N, int K, int reps, std::string* error);
 
+// The current CUDA device for a benchmark's header: "<name>, driver <x.y>, CUDA runtime <x.y>",
+// or "no CUDA device".
+std::string device_description();
+
 }  // namespace fp8sim::cuda

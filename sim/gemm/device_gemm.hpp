@@ -50,6 +50,9 @@ enum DeviceRounding : int { kRne = 0, kRz = 1, kRu = 2, kRd = 3, kRna = 4 };
 // sb[b_bcast ? kb : (b_row / b_div)*b_cols + kb] (kb = 0 when scale_block is 0).
 struct DeviceGemm {
   DeviceModel model;
+  // The fast step the host chose (sim/gemm/gemm_path.hpp's DeviceStep, from choose_gemm_path):
+  // 0 none (reference steps), 1 float sums, 2 double sums. The engine never re-decides it.
+  int fast_step = 0;
   int M = 0, N = 0, K = 0;
   bool batched = false;
   int promote_every = 0;     // 0: never
@@ -64,9 +67,6 @@ struct DeviceGemm {
   // Operand formats: the alignment exponent of a nonzero finite value is
   // max(floor(log2|v|), *_align_min) (the unpacked format's when the model unpacks).
   int a_align_min = -6, b_align_min = -6;
-  int a_mantissa = 3, b_mantissa = 3;
-  int a_min_normal = -6, b_min_normal = -6;  // of the formats themselves (product range)
-  int a_max_exponent = 8, b_max_exponent = 8;
   // Power-of-two block scales folded into the operands (sim/gemm/block_fold.hpp): A and B hold
   // v * s, sa and sb hold the scales s (the layout above, scale_block elements each, scaled
   // false: nothing is applied at promotion), and an element's alignment floor is
@@ -125,5 +125,17 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch = {});
 // returns when the copy is done; throws std::runtime_error as run_device_gemm does.
 void copy_device(void* dst, const void* src, std::size_t bytes, bool to_device,
                  void* stream = nullptr, int device = -1);
+
+// Memory of the current CUDA device (cudaMalloc / cudaFree), for callers without CUDA headers
+// that hand gemm_resident operands on the device (benchmarks, tests); throws as
+// run_device_gemm does. device_free(nullptr) does nothing.
+void* device_malloc(std::size_t bytes);
+void device_free(void* p);
+
+// The CUDA engine's kernel time on the calling thread so far, in seconds (CUDA events around
+// each run_device_gemm's GEMM kernels; resident operands' decoding and host copies not):
+// a benchmark that times a library entry (gemm() with Device::cuda, gemm_resident) reads the
+// kernels' share of it as the difference across the call. 0 in a build without CUDA.
+double device_kernel_seconds();
 
 }  // namespace fp8sim

@@ -64,12 +64,9 @@ DeviceGemm device_spec(const GemmSpec& s, const FormatSpec& fa, const FormatSpec
   const FormatSpec& ub = s.model.unpack ? *s.model.unpack : fb;
   g.a_align_min = min_normal_exponent(ua);
   g.b_align_min = min_normal_exponent(ub);
-  g.a_mantissa = fa.mantissa_bits;
-  g.b_mantissa = fb.mantissa_bits;
-  g.a_min_normal = min_normal_exponent(fa);
-  g.b_min_normal = min_normal_exponent(fb);
-  g.a_max_exponent = max_exponent(fa);
-  g.b_max_exponent = max_exponent(fb);
+  // The step path: one decision for both engines (choose_gemm_path), on the formats the
+  // engine sees.
+  g.fast_step = static_cast<int>(choose_gemm_path(s.model, fa, fb, step_products(s.model)).device);
   return g;
 }
 

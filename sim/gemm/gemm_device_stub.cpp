@@ -1,5 +1,6 @@
-// gemm_device_stub: the CUDA GEMM engine's entry points (run_device_gemm, copy_device) in a
-// build without CUDA (linked instead of cuda/engine/'s).
+// gemm_device_stub: the CUDA GEMM engine's entry points (run_device_gemm, copy_device,
+// device_malloc, device_free, device_kernel_seconds) in a build without CUDA (linked instead of
+// cuda/engine/'s).
 #include <stdexcept>
 
 #include "gemm/device_gemm.hpp"
@@ -13,5 +14,13 @@ void run_device_gemm(const DeviceGemm&, const DeviceLaunch&) {
 void copy_device(void*, const void*, std::size_t, bool, void*, int) {
   throw std::runtime_error("device cuda: fp8sim was built without CUDA");
 }
+
+void* device_malloc(std::size_t) {
+  throw std::runtime_error("device cuda: fp8sim was built without CUDA");
+}
+
+void device_free(void*) {}
+
+double device_kernel_seconds() { return 0.0; }
 
 }  // namespace fp8sim

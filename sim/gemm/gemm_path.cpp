@@ -38,7 +38,14 @@ GemmPath choose_gemm_path(const AccumulatorSpec& m, const FormatSpec& a, const F
     p.step = StepPath::int64_double;
   }
 
-  // 4. The output path.
+  // 4. The CUDA engine's step (DeviceStep): float or double sums, tighter than int32 / int64.
+  const bool integer_step = p.step == StepPath::int32_float || p.step == StepPath::int64_double;
+  if (integer_step && m.block == 0 && !m.renormalise_products) {
+    if (float_products && f + 2 + sum_bits <= 24 && f <= 20) p.device = DeviceStep::f32;
+    else if (f + 2 + sum_bits <= 53 && f <= 49) p.device = DeviceStep::f64;
+  }
+
+  // 5. The output path.
   const FormatSpec& o = m.output;
   if (o.specials == Specials::ieee && o.exponent_bits == 8 && o.bias == 127 &&
       (m.output_rounding == Rounding::rz || m.output_rounding == Rounding::rne)) {

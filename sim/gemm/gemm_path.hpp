@@ -22,8 +22,22 @@ enum class StepPath : std::uint8_t {
 // by clearing bits of a double, or round_accumulator_output (generic).
 enum class OutPath : std::uint8_t { e8_rz, e8_rne, generic };
 
+// The CUDA engine's fast step (cuda/engine/gemm_engine_step.cuh, cuda/gemm_engine_tiled*.cuh): each
+// product cut to the step's grid by one add of a magic constant and the cut terms summed in
+// float (f32) or double (f64). It is exact where the products are exact in float (f32), where
+// a step's step_products + 1 terms (the products and c), of frac + 2 bits each, sum within
+// the type's significand (frac + 2 + carry bits <= 24 / 53), and where the magic constant
+// lies at least two bits above every term (frac <= 20 / 49). These bounds are tighter than
+// the CPU's integer paths (whose sums are int32 / int64), so a model can run int32_float on
+// the CPU and f64 (or none) on the GPU. Only single steps (no chained blocks, no
+// renormalised products) of models the CPU runs on an integer path take it; none: the
+// reference step (or, for FP4 block-scaled models, the group-sum step).
+// Numbered as DeviceGemm::fast_step (sim/gemm/device_gemm.hpp) and gpu::FastPath.
+enum class DeviceStep : std::uint8_t { none = 0, f32 = 1, f64 = 2 };
+
 struct GemmPath {
   StepPath step = StepPath::reference;
+  DeviceStep device = DeviceStep::none;  // the CUDA engine's step (above)
   OutPath out = OutPath::generic;
   int exact_grid = 0;  // exact_int: the exponent of the grid's lsb (the smallest product lsb)
   int out_drop = 0;    // e8_rz / e8_rne: fraction bits of a double dropped (52 - mantissa)
