@@ -214,7 +214,7 @@ def test_quantize_on_cuda_gives_cpu_bits(rng, fmt):
         for scaling, role in QUANT_SCALINGS:
             want = fp8sim.quantize(xt.double().numpy(), fmt, scaling, role=role, tensor_rows=64)
             got = fp8sim.quantize(xt.cuda(), fmt, scaling, role=role, tensor_rows=64)
-            where = f"{fmt} {gran}:{enc} role {role} {dtype}"
+            where = f"{fmt} {scaling} role {role} {dtype}"
             assert got.codes.is_cuda and got.codes.dtype == torch.uint8, where
             np.testing.assert_array_equal(got.codes.cpu().numpy(), want.codes, err_msg=where)
             np.testing.assert_array_equal(got.scales.view(np.uint32), want.scales.view(np.uint32),
