@@ -18,10 +18,26 @@
 
 namespace {
 
+// The folder this process replays in, and the file its escaping link points at; removed at
+// exit, and removed first where a dead process of the same pid left them (a pid is reused).
+struct Scratch {
+  std::filesystem::path dir, outside;
+  ~Scratch() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    std::filesystem::remove(outside, ec);
+  }
+};
+
 const std::string& capture_dir() {
+  static Scratch scratch;
   static const std::string dir = [] {
     const auto d = std::filesystem::temp_directory_path() /
                    ("fp8sim_fuzz_manifest_" + std::to_string(getpid()));
+    const auto outside = d.parent_path() / (d.filename().string() + "_outside.npy");
+    scratch = {d, outside};
+    std::filesystem::remove_all(d);
+    std::filesystem::remove(outside);
     std::filesystem::create_directories(d);
     const std::vector<std::uint8_t> codes(64, 0x38);
     const std::vector<float> f(4, 32.0f);
@@ -30,7 +46,6 @@ const std::string& capture_dir() {
     fp8sim::write_npy((d / "d.npy").string(), "<f4", {2, 2}, f.data(), 16);
     fp8sim::write_npy((d / "c.npy").string(), "<f4", {2, 2}, f.data(), 16);
     fp8sim::write_npy((d / "s.npy").string(), "<f4", {2, 1}, f.data(), 8);
-    const auto outside = d.parent_path() / (d.filename().string() + "_outside.npy");
     fp8sim::write_npy(outside.string(), "|u1", {2, 32}, codes.data(), codes.size());
     std::filesystem::create_symlink(std::filesystem::path("..") / outside.filename(),
                                     d / "out.npy");
