@@ -11,10 +11,10 @@
 
 #include <algorithm>
 #include <optional>
-#include <vector>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "gemm/block_fold.hpp"
 #include "gemm/device_gemm.hpp"
@@ -26,8 +26,6 @@
 
 namespace fp8sim {
 namespace {
-
-std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 
 void check_span(std::string_view what, std::size_t got, std::size_t want) {
   if (got != want)
@@ -94,12 +92,8 @@ void dispatch(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
   spec.a_format = A.format;
   spec.b_format = B.format;
   validate(spec, M, N, K);
-  const int bs = scale_block(spec);
-  // Scale rows: gemm() in scale_shapes(); batched_dot() per row of A and B (a g x g block
-  // of B reduces to the 1 x g scales of its one column).
-  const ScaleShapes sh = all_pairs ? scale_shapes(spec, M, N, K)
-                                   : ScaleShapes{std::size_t(M), bs == 0 ? 1 : ceil_div(K, bs),
-                                                 std::size_t(M), bs == 0 ? 1 : ceil_div(K, bs)};
+  const ScaleShapes sh =
+      all_pairs ? scale_shapes(spec, M, N, K) : batched_scale_shapes(spec, M, K);
   const std::size_t outputs = std::size_t(M) * N;
   if (!C.empty()) check_span("C", C.size(), outputs);
   check_span("D", D.size(), outputs);

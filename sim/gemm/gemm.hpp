@@ -74,6 +74,10 @@ struct ScaleShapes {
   std::size_t a_rows, a_cols, b_rows, b_cols;
 };
 ScaleShapes scale_shapes(const GemmSpec& s, int M, int N, int K);
+// batched_dot()'s scale shapes for T rows: per row of A and of B (a g x g block of B reduces
+// to the 1 x g scales of its one column), one scale per block along K (one for all of K
+// without blocks).
+ScaleShapes batched_scale_shapes(const GemmSpec& s, int T, int K);
 
 // For a model that applies block scales inside the MMA (AccumulatorSpec::block_scale): MX
 // scaling with the model's own block and scale format. Other models: s unchanged.

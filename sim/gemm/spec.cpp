@@ -97,6 +97,12 @@ ScaleShapes scale_shapes(const GemmSpec& s, int M, int N, int K) {
   return {0, 0, 0, 0};
 }
 
+ScaleShapes batched_scale_shapes(const GemmSpec& s, int T, int K) {
+  const int bs = scale_block(s);
+  const std::size_t cols = bs == 0 ? 1 : ceil_div(std::size_t(K), std::size_t(bs));
+  return {std::size_t(T), cols, std::size_t(T), cols};
+}
+
 int padded_k(const GemmSpec& s, int K) {
   if (s.k_tile <= 0 || K % s.k_tile == 0) return K;
   return static_cast<int>(ceil_div(std::size_t(K), std::size_t(s.k_tile)) * s.k_tile);
