@@ -175,20 +175,6 @@ Operands quantise(const ScalingSpec& sc, const Recipe& r, const InputMatrix& A,
           quantise_operand(sc, OperandRole::b, r.b_format, B.rows, B.cols, B.values, B.rows, threads)};
 }
 
-GemmSpec engine_spec(const Recipe& r, const AnalyzeSpec& s) {
-  GemmSpec g;
-  g.a_format = r.a_format;
-  g.b_format = r.b_format;
-  g.model = r.model;
-  g.promote_every = r.promote_every;
-  set_engine_scaling(g, r.scaling);
-  g.order = r.order;
-  g.out_type = format_by_name("fp32");  // rounded to r.out_type afterwards (out_round stage)
-  g.threads = s.threads;
-  g.device = s.device;
-  return g;
-}
-
 // The engine's fp32 result of A (M x K) times B^T, times the two-level scales' tensor scales
 // ga (per row of A) and gb (per row of B) where they are given.
 std::vector<float> run_gemm(const GemmSpec& g, const Operand& A, std::span<const float> sa,
@@ -250,7 +236,7 @@ AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const Input
   std::vector<Recipe> recipes;
   for (const Recipe& r : spec.recipes) {
     try {
-      validate(engine_spec(r, spec), M, N, K);
+      validate(engine_spec(r, spec.threads, spec.device), M, N, K);
       if (r.scaling.nc > 0 && K % r.scaling.nc != 0)
         throw std::invalid_argument(fmt::format("K = {} is not a multiple of the scale block {}", K,
                                                 r.scaling.nc));
@@ -337,7 +323,7 @@ AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const Input
     RecipeResult rr;
     rr.recipe = r;
     rr.gemms = gemm_count(r, spec.stages);
-    const GemmSpec g = engine_spec(r, spec);
+    const GemmSpec g = engine_spec(r, spec.threads, spec.device);
     // The error energies of an fp32 engine result, rounded to out_type unless `keep_fp32`.
     const auto error_of = [&](const std::vector<float>& D32, bool keep_fp32) {
       return energies(M, N, spec.threads, [&](std::size_t i) {

@@ -12,6 +12,7 @@
 
 #include "accumulator/exact.hpp"
 #include "gemm/gemm.hpp"
+#include "kernel/recipe.hpp"
 #include "base/parallel.hpp"
 #include "base/rng.hpp"
 
@@ -55,17 +56,14 @@ void validate(const SweepSpec& s) {
 
 namespace {
 
+// A configuration's GEMM as the library's analyses all build one (kernel/recipe.hpp).
 GemmSpec engine_spec(const SweepSpec& s, const SweepConfig& c) {
-  GemmSpec g;
-  g.a_format = g.b_format = s.formats[c.format];
-  g.model = s.models[c.model];
-  g.promote_every = s.promote_every[c.promote];
-  set_engine_scaling(g, s.scalings[c.scaling]);
-  g.order = ScaleOrder::deepgemm;
-  g.out_type = format_by_name("fp32");
-  g.threads = s.threads;
-  g.device = s.device;
-  return g;
+  Recipe r;
+  r.a_format = r.b_format = s.formats[c.format];
+  r.model = s.models[c.model];
+  r.promote_every = s.promote_every[c.promote];
+  r.scaling = s.scalings[c.scaling];
+  return fp8sim::engine_spec(r, s.threads, s.device);
 }
 
 std::string config_label(const SweepSpec& s, const SweepConfig& c) {

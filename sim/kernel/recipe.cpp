@@ -80,6 +80,20 @@ Recipe recipe_by_name(std::string_view name, GemmRole role) {
   throw std::invalid_argument(fmt::format("unknown recipe '{}' (known: {})", name, known));
 }
 
+GemmSpec engine_spec(const Recipe& r, int threads, Device device) {
+  GemmSpec g;
+  g.a_format = r.a_format;
+  g.b_format = r.b_format;
+  g.model = r.model;
+  g.promote_every = r.promote_every;
+  set_engine_scaling(g, r.scaling);
+  g.order = r.order;
+  g.out_type = format_by_name("fp32");
+  g.threads = threads;
+  g.device = device;
+  return g;
+}
+
 Recipe grid_recipe(const FormatSpec& format, const ScalingSpec& scaling,
                    const AccumulatorSpec& model, int promote_every, const FormatSpec& out_type) {
   if (scaling.granularity == ScaleGranularity::tile)

@@ -55,6 +55,13 @@ const std::vector<NamedRecipe>& named_recipes();
 // The three GEMMs of a linear layer's training step.
 enum class GemmRole { fprop, dgrad, wgrad };
 
+// The engine's spec for a recipe's GEMM, the one way the library's analyses (analyze, the
+// sweeps) turn a recipe into a GemmSpec: its formats, model, promotion, scale order and
+// scaling (set_engine_scaling), an fp32 result (the analyses round it to out_type as a stage
+// of their own), on `device` with `threads`. The kernel preset's K tile and split-K are not
+// applied: an analysis models the recipe's numerics at the shape it is given.
+GemmSpec engine_spec(const Recipe& r, int threads, Device device);
+
 // A named recipe's GEMM, parsed. Throws std::invalid_argument for an unknown name (listing
 // the known ones).
 Recipe recipe_by_name(std::string_view name, GemmRole role = GemmRole::fprop);
