@@ -116,11 +116,11 @@ std::pair<double, std::vector<float>> run_mmasim(const std::string& python, int 
 }
 
 // One configuration on the CUDA engine, timed through the library's own entries:
-//   gemm() with Device::cuda on the host's codes (the route sim/gemm/engine_cpu.cpp's run_engine picks:
-//   plain, block scales folded into the operands, or the group-sum step), its kernels' share
-//   (device_kernel_seconds), and gemm_resident on codes already on the device (plain models
-//   only: it refuses block-scaled ones); bits checked against the CPU engine on the first
-//   cpu_m x cpu_n outputs. Rates are emulated MAC/s, best of `reps`.
+//   gemm() with Device::cuda on the host's codes (the route sim/gemm/dispatch.cpp picks: plain,
+//   block scales folded into the operands, or the group-sum step), its kernels' share
+//   (device_kernel_seconds), and gemm_resident on codes already on the device (a block-scaled
+//   model's codes make a round trip through the host there); bits checked against the CPU
+//   engine on the first cpu_m x cpu_n outputs. Rates are emulated MAC/s, best of `reps`.
 struct CudaRates {
   double kernels = -1, resident = -1, gemm = -1;  // MAC/s, < 0: not run
   std::size_t same = 0, checked = 0;
@@ -167,7 +167,7 @@ CudaRates bench_cuda_entries(const GemmSpec& s, int M, int N, int K,
       if (!same_result(D[i], Dr[i])) throw std::runtime_error("gemm_resident and gemm() differ");
     r.resident = macs / best;
   } catch (const std::invalid_argument& e) {
-    r.resident_note = e.what();  // a model gemm_resident does not run
+    r.resident_note = e.what();  // a spec gemm_resident refuses
   }
   for (void* p : {dA, dB, dD}) device_free(p);
   // 3. The CPU engine on the first rows of A and of B, bits compared.
