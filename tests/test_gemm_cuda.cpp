@@ -194,22 +194,35 @@ int grid_test() {
     }
   }
   // Block-scaled models with group sums (FP4 kind::mxf4, kind::mxf4nvf4: group_sums_fit):
-  // the CUDA engine's group-sum step, GEMM and batched, directly (gemm() routes them there
-  // where operands, scales and C are finite), against the CPU engine. Scales: random codes of
-  // the model's scale format near 1, over every code (outputs overflow to Inf), or among the
-  // lowest (zero terms and c set the alignment); a quarter of C zero.
+  // the CUDA engine's group-sum steps (the tiled kernel, gemm_engine_tiled_gs.cuh, and the
+  // per-output step for batched dot products and outputs it hands back), directly (gemm()
+  // routes them there where operands, scales and C are finite), against the CPU engine.
+  // Scales: random codes of the model's scale format near 1, over every code (outputs
+  // overflow to Inf), or among the lowest (zero terms and c set the alignment), the last also
+  // with half the groups of 16 all zero (zero terms); a quarter of C zero. In every other mode
+  // K = 320 and promotion every 128 (chunks of two steps and one).
   for (const auto& p : accumulator_presets()) {
     if (!p.block_scale || p.group_sum < 2) continue;
-    for (int mode = 0; mode < 3; ++mode) {
+    for (int mode = 0; mode < 4; ++mode) {
       GemmSpec s;
       s.model = p;
       use_model_block_scales(s);
       s.out_type = format_by_name("fp32");
       s.device = Device::cpu;
+      s.promote_every = mode % 2 ? 128 : 0;
       const FormatSpec e2m1 = format_by_name("e2m1"), sf = p.block_scale->format;
-      const int M = 100, N = 136, K = 256;
-      const Operand A = random_operand(e2m1, M, K, stream++, 0);
-      const Operand B = random_operand(e2m1, N, K, stream++, 0);
+      const int M = 100, N = 136, K = mode % 2 ? 320 : 256;
+      Operand A = random_operand(e2m1, M, K, stream++, 0);
+      Operand B = random_operand(e2m1, N, K, stream++, 0);
+      if (mode == 3) {  // half the groups of 16 all zero
+        for (Operand* op : {&A, &B})
+          for (std::size_t i = 0; i < op->value.size(); ++i)
+            if (random_u64(seed(), stream, i / K * 64 + i % K / 16) & 1) {
+              op->value[i] = 0.0f;
+              op->exponent[i] = Operand::kZeroExponent;
+            }
+        ++stream;
+      }
       const bool e8 = sf.exponent_bits == 8;
       auto scales = [&](std::size_t n) {
         std::vector<float> v(n);
@@ -223,9 +236,10 @@ int grid_test() {
         ++stream;
         return v;
       };
-      const std::string what = fmt::format("model={} a=e2m1 b=e2m1 M={} N={} K={} scales={}",
-                                           p.name, M, N, K,
-                                           mode == 0 ? "near 1" : mode == 1 ? "every code" : "lowest");
+      const char* modes[] = {"near 1", "every code", "lowest", "lowest, zero groups"};
+      const std::string what = fmt::format("model={} a=e2m1 b=e2m1 M={} N={} K={} promote={} "
+                                           "scales={}", p.name, M, N, K, s.promote_every,
+                                           modes[mode]);
       const ScaleShapes sh = scale_shapes(s, M, N, K);
       const auto sa = scales(sh.a_rows * sh.a_cols), sb = scales(sh.b_rows * sh.b_cols);
       auto C = random_floats(std::size_t(M) * N, stream++, -20, 12);
@@ -237,7 +251,7 @@ int grid_test() {
       group_sums_on_device(s, A, B, C, sa, sb, gpu, false);
       tally(cpu, gpu, N, t, what);
       const Operand Bt = random_operand(e2m1, M, K, stream++, 0);
-      const std::size_t per_row = std::size_t(K) / s.mx_block;
+      const std::size_t per_row = (std::size_t(K) + s.mx_block - 1) / s.mx_block;
       const auto ta = scales(M * per_row), tb = scales(M * per_row);
       const auto Ct = random_floats(M, stream++, -20, 12);
       std::vector<float> tcpu(M), tgpu(M);

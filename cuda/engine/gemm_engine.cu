@@ -6,6 +6,8 @@
 //   tiled_gemm      double steps (gemm_engine_tiled.cuh), for models with c join, or c add
 //                   with an fp32 output, an e8mX output rounded rz/rne and a step of 16 or 32
 //                   products (no zero exponent that matters);
+//   tiled_group_sums  the FP4 block-scaled step on group sums (gemm_engine_tiled_gs.cuh:
+//                   kind::mxf4, kind::mxf4nvf4) on operands of small integers (e2m1);
 //   dot_kernel    one thread per output through gemm_engine_step.cuh's dot_output (fast
 //                 steps where exact, group-sum steps for FP4 block-scaled models, reference
 //                 steps elsewhere): every other model, every output the tiled kernel hands
@@ -29,6 +31,7 @@
 #include "engine/device_memory.cuh"
 #include "engine/gemm_engine_tiled.cuh"
 #include "engine/gemm_engine_tiled_f32.cuh"
+#include "engine/gemm_engine_tiled_gs.cuh"
 
 namespace fp8sim {
 namespace {
@@ -236,9 +239,62 @@ void launch_tiled_f64(const Params& p, cudaStream_t st) {
   check(cudaGetLastError(), "tiled kernel launch");
 }
 
+// The group-sum kernel: both operands prepared once per GEMM (int8 codes and per-group
+// words), then the tiles. The prepared copies live on the stream until the kernel is done.
+template <int TM, int TN, int BM, int BN, int MINB>
+void launch_group_sums_shape(const Params& p, cudaStream_t st) {
+  const DeviceGemm& g = p.g;
+  const int kp = (g.K + gpu::kGsStep - 1) / gpu::kGsStep * gpu::kGsStep;
+  const int mp = (g.M + BM - 1) / BM * BM, np = (g.N + BN - 1) / BN * BN;
+  const std::size_t a_words = std::size_t(mp) * (kp / 4 + kp / gpu::kGsGroup);
+  const std::size_t b_words = std::size_t(np) * (kp / 4 + kp / gpu::kGsGroup);
+  const DeviceBuffer keep = device_alloc((a_words + b_words) * 4, st);
+  unsigned* at = static_cast<unsigned*>(keep.get());
+  gpu::GroupParams gp;
+  gp.p = p;
+  gp.shift = g.a_unit + g.b_unit - 2 * g.scale_mantissa_bits;
+  auto prepare = [&](auto kernel, const float* src, int rows, int unit, int rows_p,
+                     gpu::GroupOperand& o) {
+    unsigned* code = at;
+    unsigned* info = code + std::size_t(rows_p) * (kp / 4);
+    at = info + std::size_t(rows_p) * (kp / gpu::kGsGroup);
+    const std::size_t n = std::size_t(rows_p) * (kp / gpu::kGsGroup);
+    const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 1u << 16));
+    kernel<<<blocks, 256, 0, st>>>(p, src, rows, unit, code, info, rows_p, kp);
+    o = {code, info, rows_p};
+  };
+  prepare(gpu::prepare_group_operand<false>, g.A, g.M, g.a_unit, mp, gp.a);
+  prepare(gpu::prepare_group_operand<true>, g.B, g.N, g.b_unit, np, gp.b);
+  check(cudaGetLastError(), "operand preparation launch");
+  const dim3 grid((g.N + BN - 1) / BN, (g.M + BM - 1) / BM);
+  gpu::tiled_group_sums<TM, TN, BM, BN, MINB><<<grid, (BM / TM) * (BN / TN), 0, st>>>(gp);
+  check(cudaGetLastError(), "tiled kernel launch");
+}
+
+// Whether the group-sum kernel runs this GEMM (group_sum_step's model: a fused step of 64
+// products in group sums of 16, c joining an fp32 register, cut toward zero; steps that
+// promotion never splits); false: dot_kernel only.
+bool launch_group_sums_for(const Params& p, cudaStream_t st) {
+  const DeviceGemm& g = p.g;
+  const DeviceModel& m = g.model;
+  if (g.batched || !g.int8_groups || g.group_sum != gpu::kGsGroup || m.group != gpu::kGsStep ||
+      m.block != 0 || m.c_entry != 0 || m.term_cut != kRz || !m.c_register_fp32 ||
+      m.c_min_exponent != -126 || g.promote_every % gpu::kGsStep != 0)
+    return false;
+  int dev = 0, sms = 0;
+  check(cudaGetDevice(&dev), "get device");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "device attribute");
+  if ((g.M + 63LL) / 64 * ((g.N + 63LL) / 64) < 2LL * 2 * sms)
+    launch_group_sums_shape<4, 4, 32, 32, 4>(p, st);
+  else
+    launch_group_sums_shape<4, 4, 64, 64, 2>(p, st);
+  return true;
+}
+
 // Whether the tiled kernel runs this GEMM, and which instance; false: dot_kernel only.
 bool launch_tiled_for(const Params& p, cudaStream_t st) {
   const DeviceModel& m = p.g.model;
+  if (p.g.group_sum > 1) return launch_group_sums_for(p, st);
   const bool c_ok = m.c_entry == 0 || (m.c_entry == 2 && p.out_fp32_model);
   if (p.g.batched || p.fast == FastPath::none || !p.out_e8 || !m.c_register_fp32 || !c_ok ||
       m.zero_on)
@@ -328,6 +384,34 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
 }
 
 double device_kernel_seconds() { return kernel_seconds_total; }
+
+namespace {
+// Sets *bad where some of the n floats at p is not finite.
+__global__ void nonfinite_kernel(const float* p, std::size_t n, int* bad) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x)
+    if (!isfinite(p[i])) *bad = 1;
+}
+}  // namespace
+
+bool device_all_finite(const float* p, std::size_t n, void* stream, int device) {
+  DeviceLaunch launch;
+  launch.stream = stream;
+  launch.device = device;
+  const gpu::LaunchStream ls(launch);
+  const cudaStream_t st = ls.get();
+  if (n == 0) return true;
+  const DeviceBuffer flag = device_alloc(sizeof(int), st);
+  int* bad = static_cast<int*>(flag.get());
+  check(cudaMemsetAsync(bad, 0, sizeof(int), st), "memset");
+  const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 1u << 16));
+  nonfinite_kernel<<<blocks, 256, 0, st>>>(p, n, bad);
+  check(cudaGetLastError(), "finiteness kernel launch");
+  int host = 0;
+  check(cudaMemcpyAsync(&host, bad, sizeof host, cudaMemcpyDeviceToHost, st), "download");
+  check(cudaStreamSynchronize(st), "finiteness kernel");
+  return host == 0;
+}
 
 void* device_malloc(std::size_t bytes) {
   void* p = nullptr;

@@ -200,6 +200,9 @@ int step_products(const AccumulatorSpec& m);
 // Whether m.zero_exponent can change a step on operands of formats a and b: only when it
 // lies above the smallest alignment exponent a nonzero product or c can have.
 bool zero_exponent_matters(const AccumulatorSpec& m, const FormatSpec& a, const FormatSpec& b);
+// The same where every nonzero product's alignment exponent is known to be at least `lowest`
+// (operands whose floors moved with folded block scales: sim/gemm/block_fold.hpp).
+bool zero_exponent_matters(const AccumulatorSpec& m, int lowest);
 
 // Whether the model uses a feature only the reference step computes (group sums, lanes,
 // block scales, c realigned, cuts toward -inf): the fast engines take it where this is false.

@@ -337,10 +337,13 @@ int c_min_exponent(const AccumulatorSpec& m) { return min_normal_exponent(m.outp
 int step_products(const AccumulatorSpec& m) { return m.block ? m.block : m.group; }
 
 bool zero_exponent_matters(const AccumulatorSpec& m, const FormatSpec& a, const FormatSpec& b) {
+  return zero_exponent_matters(m, min_normal_exponent(m.unpack ? *m.unpack : a) +
+                                      min_normal_exponent(m.unpack ? *m.unpack : b));
+}
+
+bool zero_exponent_matters(const AccumulatorSpec& m, int lowest) {
   if (!m.zero_exponent || m.exact) return false;
   if (m.block_scale || m.renormalise_products) return true;
-  const int lowest = min_normal_exponent(m.unpack ? *m.unpack : a) +
-                     min_normal_exponent(m.unpack ? *m.unpack : b);
   const bool c_joins = m.c_entry == CEntry::join;
   return *m.zero_exponent > lowest || (c_joins && *m.zero_exponent > c_min_exponent(m));
 }

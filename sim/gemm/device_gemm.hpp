@@ -80,6 +80,12 @@ struct DeviceGemm {
   // finite. 0: no group sums.
   int group_sum = 0;
   int scale_min_exponent = 0;
+  // The tiled group-sum kernel (cuda/engine/gemm_engine_tiled_gs.cuh) runs where int8_groups:
+  // every element of A is an integer of magnitude at most 127 times 2^a_unit (B: 2^b_unit),
+  // each scale an integer of scale_mantissa_bits + 1 bits times a power of two (its exponent
+  // in -128..127), and a group's sum times two such integers fits int32.
+  bool int8_groups = false;
+  int a_unit = 0, b_unit = 0, scale_mantissa_bits = 0;
   const float* A = nullptr;  // M x K values (host memory)
   const float* B = nullptr;  // N x K (batched: M x K)
   const float* C = nullptr;  // one per output, or null
@@ -125,6 +131,10 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch = {});
 // returns when the copy is done; throws std::runtime_error as run_device_gemm does.
 void copy_device(void* dst, const void* src, std::size_t bytes, bool to_device,
                  void* stream = nullptr, int device = -1);
+
+// Whether the n floats at p (memory of CUDA device `device`, -1: the current one) are all
+// finite, read after the work queued on `stream`; throws as run_device_gemm does.
+bool device_all_finite(const float* p, std::size_t n, void* stream = nullptr, int device = -1);
 
 // Memory of the current CUDA device (cudaMalloc / cudaFree), for callers without CUDA headers
 // that hand gemm_resident operands on the device (benchmarks, tests); throws as

@@ -189,8 +189,18 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
     throw std::invalid_argument(fmt::format("bias has {} values, expected N = {}", bias.size(), N));
   const std::size_t outputs = std::size_t(M) * N;
   if (s.model.block_scale) {
-    // Scales inside the MMA: the host entry folds them into the operands (or sums groups)
-    // before the CUDA engine runs, so the codes make one round trip through the host.
+    // Scales inside the MMA on group sums: the CUDA engine's group-sum step reads the codes in
+    // place where it is exact (finite elements, scales and C) and no library GEMM wraps it.
+    check_block_scales(s, s.model.block_scale->format, sa, sb);
+    const bool finite_formats =
+        s.a_format.specials == Specials::finite && s.b_format.specials == Specials::finite;
+    if (s.model.group_sum > 1 && bias.empty() && !needs_library_gemm(s, false) &&
+        padded_k(s, K) == K &&
+        group_sums_on_device_fit(s, s.a_format, s.b_format, finite_formats, {}, sa, sb) &&
+        (C == nullptr || device_all_finite(C, outputs, stream, device)))
+      return resident_on_device(s, M, N, K, 0, K, K, A, B, C, sa, sb, D, stream, device);
+    // Elsewhere the host entry folds the scales into the operands (or sums groups) before
+    // the CUDA engine runs, so the codes make one round trip through the host.
     std::vector<std::uint8_t> a(std::size_t(M) * K), b(std::size_t(N) * K);
     std::vector<float> c(C ? outputs : 0), d(outputs);
     copy_device(a.data(), A, a.size(), false, stream, device);

@@ -147,27 +147,66 @@ void folded_on_device(const GemmSpec& s, const FoldedOperands& f, std::span<cons
   g.a_align_min = own.a_align_min;  // the elements' formats, moved per element by the scales
   g.b_align_min = own.b_align_min;
   g.fold = true;
+  // The zero exponent on these scales: every element's floor is at least its format's plus
+  // the log2 of the smallest scale, so where that sum of A's and B's lies at or above the
+  // zero exponent, a zero term never changes a step (and the tiled kernels run).
+  const auto lowest_log2 = [](std::span<const float> v) {
+    int lo = 0;  // scales are powers of two; 0: none finite and nonzero
+    for (float x : v)
+      if (std::isfinite(x) && x != 0.0f) lo = std::min(lo, std::ilogb(x));
+    return lo;
+  };
+  g.model.zero_on = zero_exponent_matters(
+      plain.model, g.a_align_min + lowest_log2(sa) + g.b_align_min + lowest_log2(sb));
   run_with_mx_scales(s, g, batched, launch);
+}
+
+bool group_sums_on_device_fit(const GemmSpec& s, const FormatSpec& a, const FormatSpec& b,
+                              bool finite_elements, std::span<const float> C,
+                              std::span<const float> sa, std::span<const float> sb) {
+  const auto finite = [](std::span<const float> v) {
+    return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+  };
+  return group_sums_fit(s.model, a, b) && finite_elements && finite(C) && finite(sa) &&
+         finite(sb);
 }
 
 bool group_sums_on_device_fit(const GemmSpec& s, const Operand& A, const Operand& B,
                               std::span<const float> C, std::span<const float> sa,
                               std::span<const float> sb) {
-  const auto finite = [](std::span<const float> v) {
-    return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
-  };
-  return group_sums_fit(s.model, A.format, B.format) && !A.has_special && !B.has_special &&
-         finite(C) && finite(sa) && finite(sb);
+  return group_sums_on_device_fit(s, A.format, B.format, !A.has_special && !B.has_special, C,
+                                  sa, sb);
 }
+
+namespace {
+
+// The group-sum step's numbers (DeviceGemm::group_sum and after) for operands of formats fa, fb.
+void set_group_sums(const GemmSpec& s, const FormatSpec& fa, const FormatSpec& fb, DeviceGemm& g) {
+  g.scaled = false;  // the scales are inside the MMA
+  g.group_sum = s.model.group_sum;
+  const FormatSpec& sf = s.model.block_scale->format;
+  g.scale_min_exponent = min_normal_exponent(sf);
+  g.scale_mantissa_bits = sf.mantissa_bits;
+  // The tiled kernel's integer group sums (DeviceGemm::int8_groups).
+  const auto unit = [](const FormatSpec& f) { return min_normal_exponent(f) - f.mantissa_bits; };
+  g.a_unit = unit(fa);
+  g.b_unit = unit(fb);
+  const double na = std::ldexp(max_finite(fa), -g.a_unit);
+  const double nb = std::ldexp(max_finite(fb), -g.b_unit);
+  const double ns = std::ldexp(1.0, sf.mantissa_bits + 1);  // a scale's significand < ns
+  g.int8_groups = na <= 127 && nb <= 127 && s.model.group_sum * na * nb * ns * ns < 0x1p31 &&
+                  sf.mantissa_bits <= 7 && min_normal_exponent(sf) >= -128 &&
+                  max_exponent(sf) <= 127;
+}
+
+}  // namespace
 
 void group_sums_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
                           std::span<const float> C, std::span<const float> sa,
                           std::span<const float> sb, std::span<float> D, bool batched,
                           const DeviceLaunch& launch) {
   DeviceGemm g = device_gemm(s, A, B, C, sa, sb, D, /*group_sums=*/true);
-  g.scaled = false;  // the scales are inside the MMA
-  g.group_sum = s.model.group_sum;
-  g.scale_min_exponent = min_normal_exponent(s.model.block_scale->format);
+  set_group_sums(s, A.format, B.format, g);
   run_with_mx_scales(s, g, batched, launch);
 }
 
@@ -183,7 +222,9 @@ void resident_on_device(const GemmSpec& s, int M, int N, int ld, int k0, int len
     return t;
   };
   const std::vector<float> lut_a = table(s.a_format), lut_b = table(s.b_format);
-  DeviceGemm g = device_spec(s, s.a_format, s.b_format);
+  const bool group_sums = s.model.block_scale && s.model.group_sum > 1;
+  DeviceGemm g = device_spec(s, s.a_format, s.b_format, group_sums);
+  if (group_sums) set_group_sums(s, s.a_format, s.b_format, g);
   g.M = M;
   g.N = N;
   g.K = K;

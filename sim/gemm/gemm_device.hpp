@@ -35,6 +35,10 @@ void folded_on_device(const GemmSpec& s, const FoldedOperands& f, std::span<cons
 bool group_sums_on_device_fit(const GemmSpec& s, const Operand& A, const Operand& B,
                               std::span<const float> C, std::span<const float> sa,
                               std::span<const float> sb);
+// The same for operands of formats a and b whose elements are all finite or not.
+bool group_sums_on_device_fit(const GemmSpec& s, const FormatSpec& a, const FormatSpec& b,
+                              bool finite_elements, std::span<const float> C,
+                              std::span<const float> sa, std::span<const float> sb);
 void group_sums_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
                           std::span<const float> C, std::span<const float> sa,
                           std::span<const float> sb, std::span<float> D, bool batched,
@@ -43,7 +47,8 @@ void group_sums_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
 // One run of the CUDA engine on codes in CUDA device memory (gemm_resident's route, after its
 // checks): columns [k0, k0 + len) of A (M x ld codes) and B (N x ld), columns at or beyond
 // `cols` read as zero padding; D (M x N float32, device) written in place on `stream` of
-// `device`, fp32 values of s.out_type.
+// `device`, fp32 values of s.out_type. A block-scaled model runs here only on group sums
+// (group_sums_on_device_fit holds, C's finiteness checked on the device).
 void resident_on_device(const GemmSpec& s, int M, int N, int ld, int k0, int len, int cols,
                         const std::uint8_t* A, const std::uint8_t* B, const float* C,
                         std::span<const float> sa, std::span<const float> sb, float* D,

@@ -1,5 +1,5 @@
 // gemm_device_stub: the CUDA GEMM engine's entry points (run_device_gemm, copy_device,
-// device_malloc, device_free, device_kernel_seconds) in a build without CUDA (linked instead of
+// device_all_finite, device_malloc, device_free, device_kernel_seconds) in a build without CUDA (linked instead of
 // cuda/engine/'s).
 #include <stdexcept>
 
@@ -12,6 +12,10 @@ void run_device_gemm(const DeviceGemm&, const DeviceLaunch&) {
 }
 
 void copy_device(void*, const void*, std::size_t, bool, void*, int) {
+  throw std::runtime_error("device cuda: fp8sim was built without CUDA");
+}
+
+bool device_all_finite(const float*, std::size_t, void*, int) {
   throw std::runtime_error("device cuda: fp8sim was built without CUDA");
 }
 

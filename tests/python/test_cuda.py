@@ -155,21 +155,31 @@ def test_scaled_mm_and_float8_linear_on_cuda_match_cpu(rng):
     assert torch.equal(cpu.weight.grad, gpu.weight.grad.cpu())
 
 
-@pytest.mark.parametrize("model,fmt,scale", [("mxf8f6f4", "e4m3", "ue8m0"),
-                                             ("nvfp4", "e2m1", "ue4m3")])
-def test_block_scaled_models_on_cuda_tensors(rng, model, fmt, scale):
-    """Block-scaled MMAs on CUDA tensors: the host entry applies the scales (folded for
-    mxf8f6f4; nvfp4's group sums by the CUDA engine's group-sum step), and D comes back on
-    the operands' device with the CPU engine's bits."""
+@pytest.mark.parametrize("model,fmt,scale,M,N", [("mxf8f6f4", "e4m3", "ue8m0", 40, 24),
+                                                 ("nvfp4", "e2m1", "ue4m3", 40, 24),
+                                                 ("nvfp4", "e2m1", "ue4m3", 300, 260),
+                                                 ("mxf4", "e2m1", "ue8m0", 300, 260)])
+@pytest.mark.parametrize("c", ["none", "finite", "inf"])
+def test_block_scaled_models_on_cuda_tensors(rng, model, fmt, scale, M, N, c):
+    """Block-scaled MMAs on CUDA tensors: the codes stay on the device for group sums (nvfp4,
+    mxf4: the CUDA engine's group-sum kernels) unless C holds an Inf (then, as for mxf8f6f4's
+    folded scales, they make a round trip through the host entry), and D comes back on the
+    operands' device with the CPU engine's bits."""
     block = 16 if scale == "ue4m3" else 32
-    a = codes(rng, (40, 256), fmt)
-    b = codes(rng, (24, 256), fmt)
-    sa = fp8sim.decode(fp8sim.encode(np.exp2(rng.integers(-6, 7, (40, 256 // block))), scale), scale)
-    sb = fp8sim.decode(fp8sim.encode(np.exp2(rng.integers(-6, 7, (24, 256 // block))), scale), scale)
+    K = 256
+    a = codes(rng, (M, K), fmt)
+    b = codes(rng, (N, K), fmt)
+    sa = fp8sim.decode(fp8sim.encode(np.exp2(rng.integers(-6, 7, (M, K // block))), scale), scale)
+    sb = fp8sim.decode(fp8sim.encode(np.exp2(rng.integers(-6, 7, (N, K // block))), scale), scale)
+    cm = None if c == "none" else rng.normal(size=(M, N)).astype(np.float32)
+    if c == "inf":
+        cm[1, 2] = np.inf
     kw = dict(a_format=fmt, b_format=fmt, model=model, scaling="mx", mx_block=block,
               mx_scale=scale)
-    want = fp8sim.gemm(a, b, a_scales=sa.astype(np.float32), b_scales=sb.astype(np.float32), **kw)
+    want = fp8sim.gemm(a, b, cm, a_scales=sa.astype(np.float32), b_scales=sb.astype(np.float32),
+                       **kw)
     got = fp8sim.gemm(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(),
+                      None if cm is None else torch.from_numpy(cm).cuda(),
                       a_scales=torch.from_numpy(sa.astype(np.float32)).cuda(),
                       b_scales=torch.from_numpy(sb.astype(np.float32)).cuda(), **kw)
     assert got.is_cuda
