@@ -119,7 +119,8 @@ std::pair<double, std::vector<float>> run_mmasim(const std::string& python, int 
 //   gemm() with Device::cuda on the host's codes (the route sim/gemm/dispatch.cpp picks: plain,
 //   block scales folded into the operands, or the group-sum step), its kernels' share
 //   (device_kernel_seconds), and gemm_resident on codes already on the device (a block-scaled
-//   model's codes make a round trip through the host there); bits checked against the CPU
+//   model whose scales fold, mxf8f6f4, makes a round trip through the host there; group sums
+//   stay on the device); bits checked against the CPU
 //   engine on the first cpu_m x cpu_n outputs. Rates are emulated MAC/s, best of `reps`.
 struct CudaRates {
   double kernels = -1, resident = -1, gemm = -1;  // MAC/s, < 0: not run

@@ -378,6 +378,51 @@ __device__ __forceinline__ float to_out_type(const Params& p, float v) {
   return p.g.out_fp32 ? v : float(quantize_rne(v, p.g.out_type));
 }
 
+// The FP32 main accumulator's start: never promoted, the output is the MMA's own result, and
+// a main accumulator of -0 adds it unchanged, -0 included (as sim's Engine::dot).
+__device__ __forceinline__ float main_start(const DeviceGemm& g) {
+  return g.promote_every == 0 ? -0.0f : 0.0f;
+}
+
+// ---- a thread's tile of outputs (the tiled kernels) -----------------------------------------
+
+// The C registers of a thread's TM x TN outputs from (row0, col0): fp32 (the tiled kernels run
+// 8-bit-exponent outputs only), 0 beyond D's edge. Returns the outputs the per-output kernel
+// redoes (bit i * TN + j): those with an Inf or NaN C.
+template <int TM, int TN>
+__device__ __forceinline__ unsigned load_c_tile(const DeviceGemm& g, int row0, int col0,
+                                                float (&acc)[TM][TN]) {
+  unsigned redo = 0;
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const int row = row0 + i, col = col0 + j;
+      const float c = g.C != nullptr && row < g.M && col < g.N ? g.C[std::size_t(row) * g.N + col]
+                                                              : 0.0f;
+      acc[i][j] = c;
+      if (!isfinite(c)) redo |= 1u << (i * TN + j);
+    }
+  return redo;
+}
+
+// Writes a thread's outputs inside D: main(i, j) (its FP32 main accumulator) in the output
+// type, or kRedoBits for the per-output kernel where bit i * TN + j of redo is set.
+template <int TM, int TN, class Main>
+__device__ __forceinline__ void store_d_tile(const Params& p, int row0, int col0, unsigned redo,
+                                             Main main) {
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const int row = row0 + i, col = col0 + j;
+      if (row < p.g.M && col < p.g.N)
+        p.g.D[std::size_t(row) * p.g.N + col] = (redo >> (i * TN + j)) & 1u
+                                                    ? __uint_as_float(kRedoBits)
+                                                    : to_out_type(p, main(i, j));
+    }
+}
+
 // sim's Engine::dot for output (a_row, b_row): fast steps where exact, else reference.
 __device__ inline float dot_output(const Params& p, int a_row, int b_row, float c) {
   const DeviceGemm& g = p.g;
@@ -387,7 +432,7 @@ __device__ inline float dot_output(const Params& p, int a_row, int b_row, float 
   const float* b = g.B + static_cast<std::size_t>(b_row) * K;
   const int chunk = g.promote_every == 0 ? K : g.promote_every;
   const int step = m.group == 0 ? chunk : (m.block ? m.block : m.group);
-  float main = g.promote_every == 0 ? -0.0f : 0.0f;  // never promoted: the MMA's result, -0 kept
+  float main = main_start(g);
   for (int k0 = 0; k0 < K; k0 += chunk) {
     const int kend = min(K, k0 + chunk);
     double acc = k0 == 0 ? c_in(m, c) : 0.0;

@@ -47,17 +47,9 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 2)
   const bool join = m.c_entry == 0;
 
   float acc[TM][TN];
-  unsigned redo = 0;
+  unsigned redo = load_c_tile(g, m0 + ty * TM, n0 + tx * TN, acc);
 #pragma unroll
-  for (int i = 0; i < TM; ++i)
-#pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      const int row = m0 + ty * TM + i, col = n0 + tx * TN + j;
-      const float c = g.C != nullptr && row < M && col < N ? g.C[std::size_t(row) * N + col] : 0.0f;
-      acc[i][j] = c;  // fp32 C register (8-bit-exponent outputs only reach this kernel)
-      if (!isfinite(c)) redo |= 1u << (i * TN + j);
-      mainv[i * TN + j][threadIdx.x] = g.promote_every == 0 ? -0.0f : 0.0f;  // as sim's dot
-    }
+  for (int i = 0; i < TM * TN; ++i) mainv[i][threadIdx.x] = main_start(g);
 
   for (int k0 = 0; k0 < K; k0 += BK) {
     for (int idx = threadIdx.x; idx < BM * BK; idx += NT) {
@@ -151,16 +143,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 2)
     }
     __syncthreads();
   }
-#pragma unroll
-  for (int i = 0; i < TM; ++i)
-#pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      const int row = m0 + ty * TM + i, col = n0 + tx * TN + j;
-      if (row < M && col < N)
-        g.D[std::size_t(row) * N + col] = (redo >> (i * TN + j)) & 1u
-                                              ? __uint_as_float(kRedoBits)
-                                              : to_out_type(p, mainv[i * TN + j][threadIdx.x]);
-    }
+  store_d_tile<TM, TN>(p, m0 + ty * TM, n0 + tx * TN, redo,
+                       [&](int i, int j) { return mainv[i * TN + j][threadIdx.x]; });
 }
 
 }  // namespace fp8sim::gpu

@@ -231,18 +231,11 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
     b_base[j] = g.b_bcast ? 0u
                           : unsigned(min(n0 + tx * TN + j, N - 1) / g.b_div) * unsigned(g.b_cols);
   float acc[TM][TN];
-  unsigned redo = 0;      // outputs the per-output kernel redoes (non-finite C, overflow)
-  bool grid_bad = false;  // all of them
+  // Outputs the per-output kernel redoes (non-finite C, overflow); grid_bad: all of them.
+  unsigned redo = load_c_tile(g, m0 + ty * TM, n0 + tx * TN, acc);
+  bool grid_bad = false;
 #pragma unroll
-  for (int i = 0; i < TM; ++i)
-#pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      const int row = m0 + ty * TM + i, col = n0 + tx * TN + j;
-      const float c = g.C != nullptr && row < M && col < N ? g.C[std::size_t(row) * N + col] : 0.0f;
-      acc[i][j] = c;  // fp32 C register (8-bit-exponent outputs only reach this kernel)
-      if (!isfinite(c)) redo |= 1u << (i * TN + j);
-      mainv[i * TN + j][threadIdx.x] = g.promote_every == 0 ? -0.0f : 0.0f;  // as sim's dot
-    }
+  for (int i = 0; i < TM * TN; ++i) mainv[i][threadIdx.x] = main_start(g);
 
   for (int k0 = 0; k0 < K; k0 += BK) {
     // 0. The slab: values, sign masks (all-ones for a negative value), exponents, sign bits.
@@ -399,16 +392,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
     }
     __syncthreads();
   }
-#pragma unroll
-  for (int i = 0; i < TM; ++i)
-#pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      const int row = m0 + ty * TM + i, col = n0 + tx * TN + j;
-      if (row < M && col < N)
-        g.D[std::size_t(row) * N + col] = grid_bad || (redo >> (i * TN + j)) & 1u
-                                              ? __uint_as_float(kRedoBits)
-                                              : to_out_type(p, mainv[i * TN + j][threadIdx.x]);
-    }
+  store_d_tile<TM, TN>(p, m0 + ty * TM, n0 + tx * TN, grid_bad ? ~0u : redo,
+                       [&](int i, int j) { return mainv[i * TN + j][threadIdx.x]; });
 }
 
 }  // namespace fp8sim::gpu

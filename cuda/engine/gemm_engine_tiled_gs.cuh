@@ -116,21 +116,16 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
   const DeviceModel& m = g.model;
   const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-  const int M = g.M, N = g.N, K = g.K;
+  const int K = g.K;
   const int chunk = g.promote_every == 0 ? K : g.promote_every;  // a multiple of the step
 
   float acc[TM][TN], mainv[TM][TN];
-  unsigned redo = 0;  // outputs the per-output kernel redoes
+  // Outputs the per-output kernel redoes (non-finite C, a step that overflows).
+  unsigned redo = load_c_tile(g, m0 + ty * TM, n0 + tx * TN, acc);
 #pragma unroll
   for (int i = 0; i < TM; ++i)
 #pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      const int row = m0 + ty * TM + i, col = n0 + tx * TN + j;
-      const float c = g.C != nullptr && row < M && col < N ? g.C[std::size_t(row) * N + col] : 0.0f;
-      acc[i][j] = isfinite(c) ? c : 0.0f;  // the fp32 C register (8-bit-exponent outputs)
-      if (!isfinite(c)) redo |= 1u << (i * TN + j);
-      mainv[i][j] = g.promote_every == 0 ? -0.0f : 0.0f;  // as sim's dot
-    }
+    for (int j = 0; j < TN; ++j) mainv[i][j] = main_start(g);
 
   int next_promote = chunk;
   for (int kb = 0; kb < K; kb += kGsStep) {
@@ -233,16 +228,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
     if (promote_now) next_promote += chunk;
     __syncthreads();
   }
-#pragma unroll
-  for (int i = 0; i < TM; ++i)
-#pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      const int row = m0 + ty * TM + i, col = n0 + tx * TN + j;
-      if (row < M && col < N)
-        g.D[std::size_t(row) * N + col] = (redo >> (i * TN + j)) & 1u
-                                              ? __uint_as_float(kRedoBits)
-                                              : to_out_type(p, mainv[i][j]);
-    }
+  store_d_tile<TM, TN>(p, m0 + ty * TM, n0 + tx * TN, redo,
+                       [&](int i, int j) { return mainv[i][j]; });
 }
 
 }  // namespace fp8sim::gpu
