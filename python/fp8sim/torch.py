@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Optional
 
@@ -34,7 +35,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import fp8sim as _fp8sim
 
 __all__ = ["gemm", "quantize", "encode", "scaled_mm", "explain", "Plan", "emulate", "GemmRecipe", "Recipe",
-           "RECIPES", "recipe", "with_model", "Float8Linear", "convert", "FORMAT_OF_DTYPE"]
+           "RECIPES", "recipe", "with_model", "Float8Linear", "convert", "FORMAT_OF_DTYPE",
+           "GemmTime", "timed"]
 
 FORMAT_OF_DTYPE = {
     torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2",
@@ -46,6 +48,77 @@ _DTYPE_OF_FORMAT = {v: k for k, v in FORMAT_OF_DTYPE.items()}
 def _codes(t: torch.Tensor) -> torch.Tensor:
     """FP8 tensors as their uint8 codes (a view, no copy)."""
     return t.view(torch.uint8) if t.dtype in FORMAT_OF_DTYPE else t
+
+
+# ---- where the time goes -------------------------------------------------------------------
+
+@dataclass
+class GemmTime:
+    """The time of the emulated GEMMs and quantisations made while ``timed`` is active, summed
+    over the calls (every thread's: autograd's backward runs on a thread of its own).
+
+    ``kernel_s``: the CUDA engine's GEMM kernels (CUDA events; decoding, copies and set-up
+    excluded; 0 on the CPU). ``gemm_s``: wall time inside the GEMM calls (on the CPU the
+    engine's whole work; on a GPU also the engine's set-up, decoding, copies and its wait for
+    the work queued before it, since it synchronises before returning). ``quantize_s``: wall
+    time inside the quantisations. ``macs``: M * N * K summed over the GEMMs."""
+    gemm_calls: int = 0
+    macs: int = 0
+    kernel_s: float = 0.0
+    gemm_s: float = 0.0
+    quantize_calls: int = 0
+    quantize_s: float = 0.0
+
+
+_timers: list = []  # the active GemmTime objects (timed)
+
+
+@contextlib.contextmanager
+def timed(t: Optional[GemmTime] = None) -> Iterator[GemmTime]:
+    """Within the block, every emulated GEMM and quantisation of this module adds its time to
+    ``t`` (a new GemmTime when not given), which the block yields; blocks may nest.
+
+    >>> lin = Float8Linear(128, 128, recipe="deepseek-v3")
+    >>> with timed() as t:
+    ...     y = lin(torch.ones(4, 128))
+    >>> t.gemm_calls, t.macs, t.quantize_calls
+    (1, 65536, 2)
+    """
+    t = GemmTime() if t is None else t
+    _timers.append(t)
+    try:
+        yield t
+    finally:
+        _timers.remove(t)
+
+
+def _timed_gemm(m: int, n: int, k: int, *args, **kwargs):
+    """``fp8sim.gemm(*args, **kwargs)`` (an m x n x k GEMM), its time added to the timers."""
+    if not _timers:
+        return _fp8sim.gemm(*args, **kwargs)
+    k0, t0 = _fp8sim._core.device_kernel_seconds(), time.perf_counter()
+    d = _fp8sim.gemm(*args, **kwargs)
+    dt = time.perf_counter() - t0
+    dk = _fp8sim._core.device_kernel_seconds() - k0  # this thread's kernels in this call
+    for t in _timers:
+        t.gemm_calls += 1
+        t.macs += m * n * k
+        t.kernel_s += dk
+        t.gemm_s += dt
+    return d
+
+
+def _timed_quantize(*args, **kwargs):
+    """``fp8sim.quantize(*args, **kwargs)``, its time added to the timers."""
+    if not _timers:
+        return _fp8sim.quantize(*args, **kwargs)
+    t0 = time.perf_counter()
+    q = _fp8sim.quantize(*args, **kwargs)
+    dt = time.perf_counter() - t0
+    for t in _timers:
+        t.quantize_calls += 1
+        t.quantize_s += dt
+    return q
 
 
 # ---- custom ops ---------------------------------------------------------------------------
@@ -93,7 +166,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c: Optional[torch.Tensor] = None,
     32.0
     """
     on_cuda = a.is_cuda or b.is_cuda
-    d = _fp8sim.gemm(a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales,
+    d = _timed_gemm(a.shape[0], b.shape[0], a.shape[1], a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales,
                      scaling or None, block, scale_order, out_type, None if on_cuda else "cpu",
                      None if on_cuda else threads, bias=bias, split_k=split_k,
                      split_k_align=split_k_align, kernel=kernel_preset or None)
@@ -120,9 +193,9 @@ def quantize(x: torch.Tensor, fmt: str = "e4m3", scaling: str = "tensor",
     ([[48, 126]], [[2.0]])
     """
     if x.is_cuda:  # on the GPU: codes stay there, the scales come back (they are few)
-        q = _fp8sim.quantize(x, fmt, scaling, role=role)
+        q = _timed_quantize(x, fmt, scaling, role=role)
         return q.codes, torch.from_numpy(q.scales).to(x.device)
-    q = _fp8sim.quantize(x.detach(), fmt, scaling, role=role)
+    q = _timed_quantize(x.detach(), fmt, scaling, role=role)
     if q.codes.dtype.itemsize != 1:
         raise ValueError(f"fp8sim::quantize: format {fmt} has more than 8 bits")
     return torch.from_numpy(q.codes), torch.from_numpy(q.scales)
