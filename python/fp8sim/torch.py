@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import time
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Optional
@@ -353,6 +354,17 @@ def _plan_split(m: int, n: int, k: int, out: str, fast: bool, scale: str, bias: 
             import warnings
             warnings.warn("fp8sim.torch: CPU tensors get cuBLASLt's plan as recorded on an H100 "
                           "(gpu='h100'); pass gpu= or split_k= to choose", stacklevel=4)
+    # cuBLASLt's workspace limit is part of the question asked of the GPU (cublaslt_plan).
+    workspace = "" if gpu else os.environ.get("CUBLASLT_WORKSPACE_SIZE", "")
+    return _plan_split_of(m, n, k, out, fast, scale, bias, gpu, device, workspace)
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan_split_of(m: int, n: int, k: int, out: str, fast: bool, scale: str, bias: str,
+                   gpu: str, device: str, workspace: str) -> int:
+    """_plan_split's answer, asked once per shape and setting: a recorded table's answer is
+    fixed, and cuBLASLt's heuristic on the GPU (a query through ctypes for every GEMM of a
+    training step before) depends only on these and the workspace limit."""
     return explain(m, n, k, out_dtype=out, use_fast_accum=fast, scale=scale,
                    bias=bias or False, gpu=gpu or None,
                    device=torch.device(device) if device else None).split_k
@@ -573,19 +585,35 @@ def _recipe_mm(g: GemmRecipe, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     batch of 0 rows, or K = 0 in Wgrad of an empty batch) is zeros, as torch.mm gives."""
     if a.shape[0] == 0 or b.shape[0] == 0 or a.shape[1] == 0:
         return a.new_zeros((a.shape[0], b.shape[0]), dtype=torch.float32)
-    ca, sa = torch.ops.fp8sim.quantize(a, g.a_format, g.a_scaling, "a")
-    cb, sb = torch.ops.fp8sim.quantize(b, g.b_format, g.b_scaling, "b")
+    # Eager CUDA tensors call the library directly: the scales it computes on the host stay
+    # there, where the engine reads them (the ops return them as CUDA tensors, which the GEMM
+    # then copied back: two uploads, two downloads and their waits per GEMM). The same calls
+    # and values otherwise; torch.compile traces the ops.
+    direct = a.is_cuda and not torch.compiler.is_compiling()
+    if direct:
+        qa = _timed_quantize(a, g.a_format, g.a_scaling, role="a")
+        qb = _timed_quantize(b, g.b_format, g.b_scaling, role="b")
+        ca, sa, cb, sb = qa.codes, qa.scales, qb.codes, qb.scales
+    else:
+        ca, sa = torch.ops.fp8sim.quantize(a, g.a_format, g.a_scaling, "a")
+        cb, sb = torch.ops.fp8sim.quantize(b, g.b_format, g.b_scaling, "b")
     scaling = _engine_scaling(g.a_scaling)
     split_k = 1
     if g.kernel.startswith("cublaslt"):  # cuBLASLt's split-K for this shape (explain())
         split_k = _plan_split(a.shape[0], b.shape[0], a.shape[1], "f32",
                               g.kernel == "cublaslt-fast-accum", scaling, "", "",
                               str(a.device) if a.is_cuda else "")
-    return torch.ops.fp8sim.gemm(ca, cb, None, sa if scaling != "none" else None,
-                                 sb if scaling != "none" else None, g.a_format, g.b_format,
-                                 g.model, g.promote_every, g.a_scaling, None, g.scale_order,
-                                 "f32", split_k=split_k,
-                                 split_k_align=512 if scaling == "block" else 128)
+    sa, sb = (sa, sb) if scaling != "none" else (None, None)
+    align = 512 if scaling == "block" else 128
+    if direct:
+        return _timed_gemm(a.shape[0], b.shape[0], a.shape[1], ca, cb, a_format=g.a_format,
+                           b_format=g.b_format, model=g.model, promote_every=g.promote_every,
+                           a_scales=sa, b_scales=sb, scaling=g.a_scaling,
+                           scale_order=g.scale_order, out_type="f32", split_k=split_k,
+                           split_k_align=align)
+    return torch.ops.fp8sim.gemm(ca, cb, None, sa, sb, g.a_format, g.b_format, g.model,
+                                 g.promote_every, g.a_scaling, None, g.scale_order, "f32",
+                                 split_k=split_k, split_k_align=align)
 
 
 class _Float8LinearFunction(torch.autograd.Function):
