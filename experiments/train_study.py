@@ -214,11 +214,12 @@ def sqnr_db(got: torch.Tensor, ref: torch.Tensor) -> float:
 
 def median_pearson(a: torch.Tensor, b: torch.Tensor, pairs: int, seed: int) -> float:
     """Median Pearson correlation of `pairs` sampled (row of a, row of b) pairs."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)  # on the CPU, wherever a and b are
     i = torch.randint(0, a.shape[0], (pairs,), generator=g)
     j = torch.randint(0, b.shape[0], (pairs,), generator=g)
-    x = a[i].double() - a[i].double().mean(1, keepdim=True)
-    y = b[j].double() - b[j].double().mean(1, keepdim=True)
+    ai, bj = a[i.to(a.device)].cpu().double(), b[j.to(b.device)].cpu().double()  # those rows only
+    x = ai - ai.mean(1, keepdim=True)
+    y = bj - bj.mean(1, keepdim=True)
     c = (x * y).sum(1) / (x.norm(dim=1) * y.norm(dim=1)).clamp_min(1e-300)
     return float(c.median())
 
@@ -252,7 +253,7 @@ def gemm_rows(model: nn.Module, seen: dict, config: str, step: int, seed: int):
             else:
                 got = a.float() @ b.float().t()
             rows.append(dict(step=step, layer=name, gemm=gemm, sqnr_db=sqnr_db(got.cpu(), ref.cpu()),
-                             pearson=median_pearson(a.cpu(), b.cpu(), 256, seed + step)))
+                             pearson=median_pearson(a, b, 256, seed + step)))
     return rows
 
 
@@ -291,10 +292,10 @@ def run(task: str, config: str, seed: int, p: dict, device: str, data, dp: bool)
             return F.cross_entropy(out, yb.to(device).reshape(-1))
         return F.cross_entropy(out[:, :10], yb.to(device))
 
-    curves, gemms = [], []
+    curves, gemms, losses = [], [], []
     train_t, step_s, log_s = ft.GemmTime(), 0.0, 0.0  # the training steps' time, the logging's
+    t0 = time.perf_counter()
     for step in range(1, steps + 1):
-        t0 = time.perf_counter()
         xb, yb = next(batches)
         per = len(xb) // world
         xb, yb = xb[rank * per:(rank + 1) * per], yb[rank * per:(rank + 1) * per]
@@ -303,16 +304,21 @@ def run(task: str, config: str, seed: int, p: dict, device: str, data, dp: bool)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-        row = dict(step=step, loss=loss.item(), eval_loss="")
-        t1 = time.perf_counter()
-        step_s += t1 - t0
+        losses.append(loss.detach())  # read at the logging step: no wait for the GPU per step
         if step % p["log_every"] == 0 or step == steps:
+            # One transfer for the losses since the last logging step; it waits for their
+            # steps' work, so the steps' wall time ends here.
+            curves += [dict(step=step - len(losses) + 1 + i, loss=v, eval_loss="")
+                       for i, v in enumerate(torch.stack(losses).tolist())]
+            losses = []
+            t1 = time.perf_counter()
+            step_s += t1 - t0
             if rank == 0:
                 gemms += gemm_rows(model, seen, config, step, seed)
             with torch.no_grad():
-                row["eval_loss"] = loss_of(model, *ev).item()
-            log_s += time.perf_counter() - t1
-        curves.append(row)
+                curves[-1]["eval_loss"] = loss_of(model, *ev).item()
+            t0 = time.perf_counter()
+            log_s += t0 - t1
     timing = dict(steps=steps, step_s=step_s, log_s=log_s, **vars(train_t))
     return dict(task=task, config=config, seed=seed, curves=curves, gemms=gemms, time=timing)
 
