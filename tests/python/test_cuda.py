@@ -155,6 +155,32 @@ def test_scaled_mm_and_float8_linear_on_cuda_match_cpu(rng):
     assert torch.equal(cpu.weight.grad, gpu.weight.grad.cpu())
 
 
+@pytest.mark.parametrize("name", ["fast-accum", "frac10", "tensor", "deepseek-v3"])
+def test_float8_linear_recipes_on_cuda_match_cpu_and_are_timed(rng, name):
+    """Eager CUDA Float8Linear calls the library directly (host scales, and for tensor scales
+    in cuBLASLt's order the epilogue's fp32 product on the GPU): the CPU's bits in Fprop,
+    Dgrad and Wgrad; timed() sees the CUDA engine's kernels there and none on the CPU."""
+    g = ft.GemmRecipe(promote_every=128)
+    r = {"tensor": ft.Recipe("tensor", g, g, g),
+         "frac10": ft.with_model(ft.recipe("fast-accum"), "custom:group=32,frac=10,out=11", 0),
+         }.get(name, name)
+    torch.manual_seed(1)
+    cpu = ft.Float8Linear(512, 256, recipe=r)
+    gpu = ft.Float8Linear(512, 256, recipe=r).cuda()
+    gpu.load_state_dict(cpu.state_dict())
+    x = torch.from_numpy(rng.normal(scale=3.0, size=(256, 512)).astype(np.float32))
+    xc = x.cuda().requires_grad_()
+    x.requires_grad_()
+    with ft.timed() as t_cpu:
+        cpu(x).square().sum().backward()
+    with ft.timed() as t_gpu:
+        gpu(xc).square().sum().backward()
+    assert torch.equal(x.grad, xc.grad.cpu())
+    assert torch.equal(cpu.weight.grad, gpu.weight.grad.cpu())
+    assert (t_cpu.gemm_calls, t_gpu.gemm_calls) == (3, 3)
+    assert t_cpu.kernel_s == 0 and 0 < t_gpu.kernel_s <= t_gpu.gemm_s
+
+
 @pytest.mark.parametrize("model,fmt,scale,M,N", [("mxf8f6f4", "e4m3", "ue8m0", 40, 24),
                                                  ("nvfp4", "e2m1", "ue4m3", 40, 24),
                                                  ("nvfp4", "e2m1", "ue4m3", 300, 260),

@@ -34,6 +34,7 @@ def test_pipeline_and_process_count_independence(tmp_path):
     assert float(final[("lm", "bf16")]["delta_vs_bf16"]) == 0.0
     gemms = {(r["config"], r["gemm"]) for r in one["train_gemm.csv"]}
     assert ("deepseek-v3", "wgrad") in gemms and ("bf16", "fprop") in gemms
+    check_time_shares(tmp_path / "one")
     r = subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "plot_train_study.py"),
                         str(tmp_path / "one")], capture_output=True, text=True)
     assert r.returncode == 0 and (tmp_path / "one" / "train_study.png").is_file(), r.stderr
@@ -46,6 +47,7 @@ def test_pipeline_and_process_count_independence(tmp_path):
     (["--procs", "0"], "must be >= 1"),
     (["--procs", "100000"], "more processes than the"),
     (["--seeds", "-2"], "must be >= 1"),
+    (["--steps", "-1"], "--steps -1: must be >= 1"),
     (["--out", "{file}"], "--out"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, args, says):
@@ -102,3 +104,40 @@ def test_data_parallel_over_gloo(tmp_path):
     assert sorted(os.listdir(tmp_path / "a" / "runs")) == ["digits-deepseek-v3-1000.json"]
     manifest = json.loads((tmp_path / "a" / "train_study.json").read_text())
     assert (manifest["backend"], manifest["dp"], manifest["procs"]) == ("gloo", True, 2)
+
+
+def lm_macs_per_step(p):
+    """Emulated multiply-adds of one CharLM training step, from the model's shape: per Linear
+    (in x out) and token, Fprop, Dgrad and Wgrad each in * out."""
+    d, tokens = p["d_model"], p["lm_batch"] * p["ctx"]
+    linears = [(d, 3 * d), (d, d), (d, 4 * d), (4 * d, d)] * p["layers"] + [(d, 128)]
+    return 3 * tokens * sum(i * o for i, o in linears)
+
+
+def check_time_shares(out):
+    """train_time.csv: one row per run; an FP8 run's GEMM calls and MACs are those of its
+    model's three GEMMs per Linear and step (the logging's GEMMs not among them), a baseline
+    has none; times are positive and their shares fractions of the steps' wall time (on the
+    CPU, the engine's kernel time is 0 and the emulation is the GEMM calls' time)."""
+    import json
+    manifest = json.loads((out / "train_study.json").read_text())
+    p = manifest["parameters"]
+    rows = {(r["task"], r["config"]): r for r in csv.DictReader(open(out / "train_time.csv"))}
+    assert set(rows) == {(t, c) for t in ("lm", "digits") for c in ("bf16", "deepseek-v3")}
+    per_step = {"lm": (3 * (4 * p["layers"] + 1), lm_macs_per_step(p)),
+                "digits": (3 * 3, 3 * 128 * (128 * 256 + 256 * 256 + 256 * 128))}
+    for task, (calls, macs) in per_step.items():
+        steps = p[f"{task}_steps"]
+        fp8, bf16 = rows[(task, "deepseek-v3")], rows[(task, "bf16")]
+        assert int(fp8["steps"]) == steps
+        assert (int(fp8["gemm_calls"]), int(fp8["macs"])) == (calls * steps, macs * steps), fp8
+        assert (int(bf16["gemm_calls"]), int(bf16["macs"])) == (0, 0), bf16
+        assert int(fp8["quantize_calls"]) == 2 * calls * steps
+        assert float(fp8["kernel_s"]) == 0.0  # no CUDA engine on the CPU
+        step_s = float(fp8["step_s"])
+        assert 0 < float(fp8["gemm_s"]) + float(fp8["quantize_s"]) < step_s, fp8
+        assert float(fp8["gemm_share"]) == pytest.approx(float(fp8["gemm_s"]) / step_s)
+        assert float(fp8["emulated_macs_per_s"]) == pytest.approx(macs * steps / float(fp8["gemm_s"]))
+    t = manifest["time"]
+    assert t["gemm_calls"] == sum(int(r["gemm_calls"]) for r in rows.values())
+    assert 0 < t["gemm_share"] < 1
