@@ -394,6 +394,47 @@ __global__ void nonfinite_kernel(const float* p, std::size_t n, int* bad) {
 }
 }  // namespace
 
+namespace {
+// run_device_epilogue's element-wise pass (e's host arrays replaced by device copies).
+__global__ void epilogue_kernel(const DeviceEpilogue e, float* D) {
+  const std::size_t n = std::size_t(e.M) * e.N;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    float v = D[i];
+    if (e.part) v = __fadd_rn(v, e.part[i]);
+    if (e.finish) {
+      const int m = int(i / unsigned(e.N)), col = int(i % unsigned(e.N));
+      if (e.scales == 1) v = __fmul_rn(v, __fmul_rn(e.sa[0], e.sb[0]));
+      else if (e.scales == 2) v = __fmul_rn(__fmul_rn(v, e.sb[col]), e.sa[m]);
+      if (e.bias) v = __fadd_rn(v, e.bias[col]);
+      if (!e.out_fp32) v = float(gpu::quantize_rne(v, e.out_type));
+    }
+    D[i] = v;
+  }
+}
+}  // namespace
+
+void run_device_epilogue(const DeviceEpilogue& e, float* D, void* stream, int device) {
+  DeviceLaunch launch;
+  launch.stream = stream;
+  launch.device = device;
+  const gpu::LaunchStream ls(launch);
+  const cudaStream_t st = ls.get();
+  const std::size_t n = std::size_t(e.M) * e.N;
+  if (n == 0) return;
+  DeviceEpilogue d = e;
+  DeviceBuffer bsa, bsb, bbias;
+  if (e.finish && e.scales != 0) {
+    d.sa = upload(e.sa, e.scales == 1 ? 1 : std::size_t(e.M), st, bsa);
+    d.sb = upload(e.sb, e.scales == 1 ? 1 : std::size_t(e.N), st, bsb);
+  }
+  if (e.finish) d.bias = upload(e.bias, e.bias ? std::size_t(e.N) : 0, st, bbias);
+  const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 1u << 16));
+  epilogue_kernel<<<blocks, 256, 0, st>>>(d, D);
+  check(cudaGetLastError(), "epilogue kernel launch");
+  check(cudaStreamSynchronize(st), "epilogue kernel");  // the host arrays' uploads are done
+}
+
 bool device_all_finite(const float* p, std::size_t n, void* stream, int device) {
   DeviceLaunch launch;
   launch.stream = stream;
@@ -413,7 +454,8 @@ bool device_all_finite(const float* p, std::size_t n, void* stream, int device) 
   return host == 0;
 }
 
-void* device_malloc(std::size_t bytes) {
+void* device_malloc(std::size_t bytes, int device) {
+  if (device >= 0) check(cudaSetDevice(device), "set device");
   void* p = nullptr;
   check(cudaMalloc(&p, bytes), "cudaMalloc");
   return p;

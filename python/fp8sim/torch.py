@@ -605,17 +605,6 @@ def _recipe_mm(g: GemmRecipe, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
                               str(a.device) if a.is_cuda else "")
     sa, sb = (sa, sb) if scaling != "none" else (None, None)
     align = 512 if scaling == "block" else 128
-    if direct and split_k == 1 and scaling == "tensor" and g.scale_order == "cublaslt":
-        # Tensor scales once after K, cuBLASLt's order: the library's epilogue
-        # (sim/gemm/gemm_split.cpp, apply_epilogue) is D = acc * fl32(sa * sb), run on the host,
-        # so the engine's D came to the host and went back for one product per element (94% of
-        # the wide preset's fast-accum steps on an H100). Here the engine's unscaled GEMM (the
-        # library's slice spec: scaling none, fp32 out) and the same fp32 product on the GPU.
-        d = _timed_gemm(a.shape[0], b.shape[0], a.shape[1], ca, cb, a_format=g.a_format,
-                        b_format=g.b_format, model=g.model, promote_every=g.promote_every,
-                        scaling="none", scale_order=g.scale_order, out_type="f32", split_k=1)
-        ab = torch.from_numpy(sa).reshape(()) * torch.from_numpy(sb).reshape(())  # fp32, host
-        return d.mul_(float(ab))  # a float32 value, exact as a Python float
     if direct:
         return _timed_gemm(a.shape[0], b.shape[0], a.shape[1], ca, cb, a_format=g.a_format,
                            b_format=g.b_format, model=g.model, promote_every=g.promote_every,

@@ -126,6 +126,25 @@ struct DeviceLaunch {
 // CUDA") in a build without CUDA, "no CUDA device" without a GPU.
 void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch = {});
 
+// The library GEMM's reduction and epilogue on CUDA device memory (sim/gemm/gemm_split.cpp's
+// reduce_slices and apply_epilogue, the same fp32 operations in the same order): D (M x N
+// fp32) += part where part is set (a later split-K slice); then, where `finish`, each
+// D[m, n] = out_type(scaled + bias[n]), scaled = D * (sa[0] * sb[0]) (scales 1: tensor) or
+// (D * sb[n]) * sa[m] (scales 2: row), D itself (0: none).
+struct DeviceEpilogue {
+  int M = 0, N = 0;
+  const float* part = nullptr;  // device, M x N
+  bool finish = false;
+  int scales = 0;
+  const float* sa = nullptr;    // host: 1 (tensor) or M (row) values
+  const float* sb = nullptr;    // host: 1 or N values
+  const float* bias = nullptr;  // host: N values, or null
+  DeviceFormat out_type;
+  bool out_fp32 = true;
+};
+void run_device_epilogue(const DeviceEpilogue& e, float* D, void* stream = nullptr,
+                         int device = -1);
+
 // Copies `bytes` between host memory and CUDA device memory (to_device: host -> device) on
 // `stream` of CUDA device `device` (-1: the current one), after the work queued there, and
 // returns when the copy is done; throws std::runtime_error as run_device_gemm does.
@@ -139,7 +158,7 @@ bool device_all_finite(const float* p, std::size_t n, void* stream = nullptr, in
 // Memory of the current CUDA device (cudaMalloc / cudaFree), for callers without CUDA headers
 // that hand gemm_resident operands on the device (benchmarks, tests); throws as
 // run_device_gemm does. device_free(nullptr) does nothing.
-void* device_malloc(std::size_t bytes);
+void* device_malloc(std::size_t bytes, int device = -1);  // device >= 0: made current first
 void device_free(void* p);
 
 // The CUDA engine's kernel time on the calling thread so far, in seconds (CUDA events around

@@ -215,17 +215,37 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
   const int Kp = padded_k(s, K);  // a kernel's masked K tail: zeros past K
   if (!needs_library_gemm(s, !bias.empty()))
     return resident_on_device(s, M, N, K, 0, Kp, K, A, B, C, sa, sb, D, stream, device);
-  // The library GEMM (gemm_split.hpp) with each split-K slice read in place by the CUDA
-  // engine and its fp32 result brought to the host for the reduction and the epilogue.
-  std::vector<float> d(outputs);
-  reduce_slices(s, M, N, Kp, false, sa, sb, bias, d,
-                [&](const GemmSpec& in, const KSliceCut& cut, std::span<float> out) {
-                  resident_on_device(in, M, N, K, cut.k0, cut.len,
-                                     std::max(0, std::min(cut.len, K - cut.k0)), A, B,
-                                     cut.k0 == 0 ? C : nullptr, cut.sa, cut.sb, D, stream, device);
-                  copy_device(out.data(), D, outputs * sizeof(float), false, stream, device);
-                });
-  copy_device(D, d.data(), outputs * sizeof(float), true, stream, device);
+  // The library GEMM (gemm_split.hpp) on the device: each split-K slice read in place by the
+  // CUDA engine, its fp32 result written into D (the first) or a scratch buffer added into D
+  // in slice order, then the epilogue in place (reduce_slices' and apply_epilogue's operations).
+  const GemmSpec in = slice_spec(s);
+  const std::vector<KSliceCut> cuts = split_k_slices(s, Kp, sa, sb);
+  struct Scratch {
+    void* p = nullptr;
+    ~Scratch() { device_free(p); }
+  } part;
+  if (cuts.size() > 1) part.p = device_malloc(outputs * sizeof(float), device);
+  DeviceEpilogue e;
+  e.M = M;
+  e.N = N;
+  for (const KSliceCut& cut : cuts) {
+    float* out = cut.k0 == 0 ? D : static_cast<float*>(part.p);
+    resident_on_device(in, M, N, K, cut.k0, cut.len, std::max(0, std::min(cut.len, K - cut.k0)),
+                       A, B, cut.k0 == 0 ? C : nullptr, cut.sa, cut.sb, out, stream, device);
+    if (cut.k0 > 0) {
+      e.part = out;
+      run_device_epilogue(e, D, stream, device);
+    }
+  }
+  e.part = nullptr;
+  e.finish = true;
+  e.scales = !epilogue_scales(s) ? 0 : s.scaling == Scaling::tensor ? 1 : 2;
+  e.sa = sa.data();
+  e.sb = sb.data();
+  e.bias = bias.empty() ? nullptr : bias.data();
+  e.out_type = {s.out_type.mantissa_bits, min_normal_exponent(s.out_type), max_exponent(s.out_type)};
+  e.out_fp32 = s.out_type.mantissa_bits == 23;
+  run_device_epilogue(e, D, stream, device);
 }
 
 }  // namespace fp8sim

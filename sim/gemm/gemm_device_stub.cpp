@@ -1,6 +1,6 @@
 // gemm_device_stub: the CUDA GEMM engine's entry points (run_device_gemm, copy_device,
-// device_all_finite, device_malloc, device_free, device_kernel_seconds) in a build without CUDA (linked instead of
-// cuda/engine/'s).
+// run_device_epilogue, device_all_finite, device_malloc, device_free, device_kernel_seconds)
+// in a build without CUDA (linked instead of cuda/engine/'s).
 #include <stdexcept>
 
 #include "gemm/device_gemm.hpp"
@@ -15,11 +15,15 @@ void copy_device(void*, const void*, std::size_t, bool, void*, int) {
   throw std::runtime_error("device cuda: fp8sim was built without CUDA");
 }
 
+void run_device_epilogue(const DeviceEpilogue&, float*, void*, int) {
+  throw std::runtime_error("device cuda: fp8sim was built without CUDA");
+}
+
 bool device_all_finite(const float*, std::size_t, void*, int) {
   throw std::runtime_error("device cuda: fp8sim was built without CUDA");
 }
 
-void* device_malloc(std::size_t) {
+void* device_malloc(std::size_t, int) {
   throw std::runtime_error("device cuda: fp8sim was built without CUDA");
 }
 

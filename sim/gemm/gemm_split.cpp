@@ -8,12 +8,13 @@
 #include <vector>
 
 namespace fp8sim {
-namespace {
 
 bool epilogue_scales(const GemmSpec& s) {
   return s.order == ScaleOrder::cublaslt &&
          (s.scaling == Scaling::tensor || s.scaling == Scaling::row);
 }
+
+namespace {
 
 // K elements per scale for scalings whose scales stay inside the slices (0: none).
 int inner_scale_block(const GemmSpec& s) {

@@ -25,6 +25,10 @@ namespace fp8sim {
 // Elements of K in each split-K slice (K itself when s.split_k <= 1).
 int split_slice(const GemmSpec& s, int K);
 
+// Whether s applies its scales in the epilogue, once after K (cuBLASLt's order, tensor or row
+// scales).
+bool epilogue_scales(const GemmSpec& s);
+
 // Whether gemm() must run the library GEMM: split-K, scales in the epilogue or a bias.
 bool needs_library_gemm(const GemmSpec& s, bool has_bias);
 

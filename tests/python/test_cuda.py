@@ -62,6 +62,12 @@ GRID = [
     dict(model="hopper-wgmma", promote_every=128, scaling="row"),
     dict(model="hopper-wgmma", promote_every=128, scaling="block", scale_order="cublaslt"),
     dict(model="hopper-wgmma", a_format="e5m2", b_format="e4m3"),
+    # The library GEMM on the device (split-K slices summed there, the epilogue in place):
+    dict(model="hopper-wgmma", scaling="tensor", scale_order="cublaslt", out_type="bf16"),
+    dict(model="hopper-wgmma", promote_every=128, scaling="row", scale_order="cublaslt",
+         split_k=3, out_type="f16"),
+    dict(model="hopper-wgmma", promote_every=128, split_k=2, bias=True, out_type="bf16"),
+    dict(model="hopper-wgmma", scaling="block", promote_every=128, split_k=2, split_k_align=128),
 ]
 
 
@@ -73,11 +79,16 @@ def test_cuda_tensors_give_cpu_bits(rng, kw):
     b = codes(rng, (N, K), kw.get("b_format", "e4m3"), special=True)
     c = rng.normal(size=(M, N)).astype(np.float32)
     scales = {}
-    if kw.get("scaling") == "row":
-        scales = dict(a_scales=rng.uniform(0.1, 4, size=(M, 1)).astype(np.float32),
+    if kw.pop("bias", False):
+        scales["bias"] = rng.normal(size=N).astype(np.float32)
+    if kw.get("scaling") == "tensor":
+        scales.update(a_scales=np.float32([rng.uniform(0.1, 4)]),
+                      b_scales=np.float32([rng.uniform(0.1, 4)]))
+    elif kw.get("scaling") == "row":
+        scales.update(a_scales=rng.uniform(0.1, 4, size=(M, 1)).astype(np.float32),
                       b_scales=rng.uniform(0.1, 4, size=(N, 1)).astype(np.float32))
     elif kw.get("scaling") == "block":
-        scales = dict(a_scales=rng.uniform(0.1, 4, size=(M, K // 128)).astype(np.float32),
+        scales.update(a_scales=rng.uniform(0.1, 4, size=(M, K // 128)).astype(np.float32),
                       b_scales=rng.uniform(0.1, 4, size=((N + 127) // 128, K // 128)).astype(np.float32))
     want = fp8sim.gemm(a, b, c, **kw, **scales)
     dev = {k: torch.from_numpy(v).cuda() for k, v in scales.items()}
@@ -157,8 +168,8 @@ def test_scaled_mm_and_float8_linear_on_cuda_match_cpu(rng):
 
 @pytest.mark.parametrize("name", ["fast-accum", "frac10", "tensor", "deepseek-v3"])
 def test_float8_linear_recipes_on_cuda_match_cpu_and_are_timed(rng, name):
-    """Eager CUDA Float8Linear calls the library directly (host scales, and for tensor scales
-    in cuBLASLt's order the epilogue's fp32 product on the GPU): the CPU's bits in Fprop,
+    """Eager CUDA Float8Linear calls the library directly (host scales; tensor scales in
+    cuBLASLt's order applied by the library's epilogue on the device): the CPU's bits in Fprop,
     Dgrad and Wgrad; timed() sees the CUDA engine's kernels there and none on the CPU."""
     g = ft.GemmRecipe(promote_every=128)
     r = {"tensor": ft.Recipe("tensor", g, g, g),
