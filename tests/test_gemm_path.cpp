@@ -11,6 +11,8 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -175,5 +177,46 @@ TEST_CASE("the CUDA engine's plain entries refuse block-scaled models", "[gemm][
       CHECK_THROWS_WITH(resident_on_device(s, M, N, K, 0, K, K, codes.data(), codes.data(),
                                            nullptr, scales, scales, D.data(), nullptr, -1),
                         Catch::Contains("runs on the CPU engine only"));
+  }
+}
+
+// A block-scaled model's scales must be values of its scale format: gemm() accepts a scale
+// exactly where encoding it into the format (nearest, no saturation) and decoding it gives it
+// back (the independent oracle), over every value of the format, its float neighbours, its
+// negations, zeros, infinities and NaN.
+TEST_CASE("block scales are checked against the scale format's values", "[gemm]") {
+  for (const char* name : {"nvfp4", "mxf4", "mxf8f6f4"}) {
+    GemmSpec s;
+    s.model = accumulator_by_name(name);
+    use_model_block_scales(s);
+    const FormatSpec e2m1 = format_by_name("e2m1"), sf = s.model.block_scale->format;
+    s.a_format = s.b_format = e2m1;
+    s.out_type = format_by_name("fp32");
+    const int K = s.model.group > 0 ? s.model.group : 64;
+    const std::vector<std::uint8_t> codes(K, 2);  // 1.0
+    std::vector<float> probes = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 3.0f, 1e-30f};
+    for (std::uint32_t c = 0; c < code_count(sf); ++c) {
+      const float v = static_cast<float>(decode(sf, c));
+      for (float x : {v, -v, std::nextafter(v, INFINITY), std::nextafter(v, -INFINITY)})
+        probes.push_back(x);
+    }
+    const RoundingSpec exact{Rounding::rne, Overflow::nonsat, 32};
+    std::size_t accepted = 0;
+    for (const float x : probes) {
+      const double back = decode(sf, encode(x, sf, exact));
+      const bool want = back == x || (std::isnan(back) && std::isnan(x));
+      const std::vector<float> sc(std::size_t(K) / s.mx_block, x);
+      std::vector<float> D(1);
+      bool got = true;
+      try {
+        gemm(s, 1, 1, K, codes, codes, {}, sc, sc, D);
+      } catch (const std::invalid_argument& e) {
+        got = std::string(e.what()).find("applies its scales inside the MMA") == std::string::npos;
+      }
+      INFO(fmt::format("{} scale {} ({:#x})", name, x, std::bit_cast<std::uint32_t>(x)));
+      CHECK(got == want);
+      accepted += want;
+    }
+    CHECK(accepted >= code_count(sf) / 2);  // the probes reach the accepted side too
   }
 }
