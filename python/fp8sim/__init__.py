@@ -266,8 +266,9 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None,
     device and torch's current stream, as device pointers (no copy; they must be
     C-contiguous), and D comes back as a float32 CUDA tensor on that device; ``device`` is
     then None or ``"cuda"``. Scales may be CUDA tensors too (they are small: they are
-    copied to the host). A block-scaled model's operands go through the host (one copy each
-    way), as the library's dispatcher decides.
+    copied to the host). FP4 group-sum models (nvfp4, mxf4) read the codes in place; other
+    block-scaled models' operands go through the host (one copy each way), as the library's
+    dispatcher decides.
 
     >>> import numpy as np, ml_dtypes; r = np.random.default_rng(0)
     >>> A = r.normal(size=(2, 256)).astype(ml_dtypes.float8_e4m3fn)

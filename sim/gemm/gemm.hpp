@@ -130,9 +130,11 @@ void gemm(const GemmSpec& s, int M, int N, int K, std::span<const std::uint8_t> 
 // float32) on CUDA device `device` (-1: the current one); scales and bias (host) as gemm()
 // takes them. The same routes as gemm() (gemm/dispatch.cpp): the CUDA engine decodes each code
 // once on the device and writes D in place on `stream` (a cudaStream_t; null: the default
-// stream); split-K slices and a kernel's zero-padded K tail read the codes in place, each
-// slice's fp32 result summed on the host with the epilogue there; a block-scaled model's
-// operands go through the host once each way. Returns when D is written. Checks as gemm()
+// stream); split-K slices and a kernel's zero-padded K tail read the codes in place, the
+// slices' fp32 results summed and the epilogue run on the device; a block-scaled model on
+// group sums (nvfp4, mxf4) reads its codes in place where its elements, scales and C are
+// finite, any other block-scaled model's operands go through the host once each way. Returns
+// when D is written. Checks as gemm()
 // does (bad codes too); throws std::invalid_argument naming the problem.
 void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A,
                    const std::uint8_t* B, const float* C, std::span<const float> sa,
