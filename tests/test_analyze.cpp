@@ -121,6 +121,10 @@ TEST_CASE("analyze: accumulation is the error when quantisation is exact", "[uni
   CHECK(x.stages[3].sqnr_db == Approx(sqnr_db_loops(R, R32)).epsilon(1e-9));
   CHECK(x.stages[3].share > 0.99);
   CHECK_FALSE(x.stages[4].ran);   // fp32 output
+  // The time inside the engine's GEMMs is part of the recipe's; no CUDA kernel ran.
+  CHECK(x.gemm_seconds > 0);
+  CHECK(x.gemm_seconds <= x.seconds);
+  CHECK(x.kernel_seconds == 0);
 }
 
 TEST_CASE("analyze: an fp32 recipe against a double reference from plain loops", "[differential]") {

@@ -77,6 +77,18 @@ __global__ void prepare_group_operand(const Params p, const float* src, int rows
   }
 }
 
+// Group j of a row of A (info word a) against the same group of a column of B (word b):
+// whether some product is not zero (both scales then are not), the alignment exponent of the
+// group's term (the scales' exponents), and the product of the scales' integer significands.
+struct GroupPair {
+  bool nonzero;
+  int exponent, significands;
+};
+__device__ __forceinline__ GroupPair group_pair(unsigned a, unsigned b) {
+  return {(a & b & 0xffffu) != 0, static_cast<int>(a >> 24) + static_cast<int>(b >> 24) - 256,
+          static_cast<int>((a >> 16) & 0xffu) * static_cast<int>((b >> 16) & 0xffu)};
+}
+
 // x * 2^sh cut toward zero to an integer (x: a term in units of 2^-sh of the grid).
 __device__ __forceinline__ long long cut_shift_rz(int x, int sh) {
   if (sh >= 0) return static_cast<long long>(x) << min(sh, 62);
@@ -155,10 +167,9 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
       for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
-          const bool nz = (ia[i] & ib[j] & 0xffffu) != 0;
-          const int te = static_cast<int>(ia[i] >> 24) + static_cast<int>(ib[j] >> 24) - 256;
-          grid[i][j] = nz ? max(grid[i][j], te) : grid[i][j];
-          zero |= unsigned(!nz) << (i * TN + j);
+          const GroupPair g2 = group_pair(ia[i], ib[j]);
+          grid[i][j] = g2.nonzero ? max(grid[i][j], g2.exponent) : grid[i][j];
+          zero |= unsigned(!g2.nonzero) << (i * TN + j);
         }
     }
     // 2. The grid (emax - frac) and c's term on it.
@@ -200,11 +211,10 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
       for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
-          const bool nz = (ia[i] & ib[j] & 0xffffu) != 0;
-          const int te = static_cast<int>(ia[i] >> 24) + static_cast<int>(ib[j] >> 24) - 256;
-          const int mm = static_cast<int>((ia[i] >> 16) & 0xffu) * static_cast<int>((ib[j] >> 16) & 0xffu);
-          const long long t = cut_shift_rz(S[i][j] * mm, te + gp.shift - grid[i][j]);
-          total[i][j] += nz ? t : 0;
+          const GroupPair g2 = group_pair(ia[i], ib[j]);
+          const long long t =
+              cut_shift_rz(S[i][j] * g2.significands, g2.exponent + gp.shift - grid[i][j]);
+          total[i][j] += g2.nonzero ? t : 0;
         }
     }
     // 4. The step's output rounding (an overflow: the per-output kernel), then promotion.

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "accumulator/exact.hpp"
+#include "gemm/device_gemm.hpp"
 #include "kernel/gemm_inputs.hpp"
 #include "base/limits.hpp"
 #include "analysis/metrics.hpp"
@@ -324,6 +325,17 @@ AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const Input
     rr.recipe = r;
     rr.gemms = gemm_count(r, spec.stages);
     const GemmSpec g = engine_spec(r, spec.threads, spec.device);
+    // run_gemm, its wall time and the CUDA engine's kernel time added to the recipe's.
+    const auto run = [&](const GemmSpec& gs, const Operand& a, std::span<const float> sa,
+                         std::span<const float> ga, const Operand& b, std::span<const float> sb,
+                         std::span<const float> gb) {
+      const double k0 = device_kernel_seconds();
+      const auto g0 = clock::now();
+      std::vector<float> D = run_gemm(gs, a, sa, ga, b, sb, gb);
+      rr.gemm_seconds += seconds_since(g0);
+      rr.kernel_seconds += device_kernel_seconds() - k0;
+      return D;
+    };
     // The error energies of an fp32 engine result, rounded to out_type unless `keep_fp32`.
     const auto error_of = [&](const std::vector<float>& D32, bool keep_fp32) {
       return energies(M, N, spec.threads, [&](std::size_t i) {
@@ -349,7 +361,7 @@ AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const Input
     rr.saturated_b = q.b.saturated;
     const std::vector<float> sb = gemm_scales(r.scaling, OperandRole::b, q.b);
     const std::vector<float> D32 =
-        run_gemm(g, q.a.operand, q.a.scales, q.a.tensor_scales, q.b.operand, sb, q.b.tensor_scales);
+        run(g, q.a.operand, q.a.scales, q.a.tensor_scales, q.b.operand, sb, q.b.tensor_scales);
     const Energies err = error_of(D32, false);
     rr.signal_energy = signal.total;
     rr.error_energy = err.total;
@@ -364,8 +376,8 @@ AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const Input
     if (spec.stages) {
       // quant_a / quant_b: that operand unquantised (fp32 values, scales 1).
       const std::vector<float> ones_a(q.a.scales.size(), 1.0f), ones_b(sb.size(), 1.0f);
-      stage(0, [&] { return run_gemm(g, a_exact, ones_a, {}, q.b.operand, sb, q.b.tensor_scales); });
-      stage(1, [&] { return run_gemm(g, q.a.operand, q.a.scales, q.a.tensor_scales, b_exact, ones_b, {}); });
+      stage(0, [&] { return run(g, a_exact, ones_a, {}, q.b.operand, sb, q.b.tensor_scales); });
+      stage(1, [&] { return run(g, q.a.operand, q.a.scales, q.a.tensor_scales, b_exact, ones_b, {}); });
       // scale_enc: the same granularity with fp32 scales (applied at promotion when the
       // MMA applied the recipe's).
       if (r.scaling.granularity != ScaleGranularity::none &&
@@ -376,7 +388,7 @@ AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const Input
         set_engine_scaling(g32, sc);
         stage(2, [&] {
           const Operands q32 = quantise(sc, r, A, B, spec.threads);
-          return run_gemm(g32, q32.a.operand, q32.a.scales, {}, q32.b.operand,
+          return run(g32, q32.a.operand, q32.a.scales, {}, q32.b.operand,
                           gemm_scales(sc, OperandRole::b, q32.b), {});
         });
       }
@@ -386,7 +398,7 @@ AnalyzeResult analyze(const AnalyzeSpec& spec, const InputMatrix& A, const Input
         GemmSpec ge = scales_at_promotion(g);
         ge.model = accumulator_by_name("exact");
         stage(3, [&] {
-          return run_gemm(ge, q.a.operand, q.a.scales, q.a.tensor_scales, q.b.operand, sb,
+          return run(ge, q.a.operand, q.a.scales, q.a.tensor_scales, q.b.operand, sb,
                           q.b.tensor_scales);
         });
       }

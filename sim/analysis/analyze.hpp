@@ -118,6 +118,8 @@ struct RecipeResult {
   std::size_t saturated_a = 0, saturated_b = 0;  // elements clipped to the format's max
   std::vector<float> pair_got;  // D at the sampled pairs (AnalyzeResult::pair_m / pair_n)
   double seconds = 0;           // wall time (not part of any CSV)
+  double gemm_seconds = 0;      // of it, inside the engine's GEMMs (the emulation)
+  double kernel_seconds = 0;    // of those, the CUDA engine's kernels (device cuda; else 0)
 };
 
 struct AnalyzeResult {

@@ -74,7 +74,9 @@ nlohmann::json recipe_json(const RecipeResult& x) {
                       {"scale_order", to_string(r.order)},
                       {"out_type", r.out_type.name},
                       {"gemms", x.gemms},
-                      {"seconds", x.seconds}};
+                      {"seconds", x.seconds},
+                      {"gemm_seconds", x.gemm_seconds},
+                      {"kernel_seconds", x.kernel_seconds}};
   for (std::size_t i = 0; i < kAnalyzeStages.size(); ++i)
     if (!x.stages[i].unmeasured.empty()) j["unmeasured"][kAnalyzeStages[i]] = x.stages[i].unmeasured;
   for (const NamedRecipe& n : named_recipes())
@@ -163,8 +165,13 @@ void run_analyze(const AnalyzeArgs& g, const std::string& command) {
   write_files({{files[0], text[0].str()}, {files[1], text[1].str()}, {files[2], text[2].str()},
                {files[3], j.dump(2) + "\n"}});
 
-  fmt::print("A {} x {} ({}), B {} x {} ({}): {} recipes in {:.1f} s (exact reference {:.1f} s)\n",
-             r.M, r.K, A.dtype, r.N, r.K, B.dtype, r.recipes.size(), runtime, r.reference_seconds);
+  double gemm_s = 0, kernel_s = 0;
+  for (const RecipeResult& x : r.recipes) gemm_s += x.gemm_seconds, kernel_s += x.kernel_seconds;
+  fmt::print("A {} x {} ({}), B {} x {} ({}): {} recipes in {:.1f} s (exact reference {:.1f} s; "
+             "emulated GEMMs {:.1f} s{})\n",
+             r.M, r.K, A.dtype, r.N, r.K, B.dtype, r.recipes.size(), runtime, r.reference_seconds,
+             gemm_s, s.device == Device::cuda ? fmt::format(", of which CUDA kernels {:.2f} s", kernel_s)
+                                              : std::string());
   fmt::print("{:<34} {:>9} {:>10} {:>10}", "recipe", "SQNR dB", "row q05", "row q95");
   for (const char* st : kAnalyzeStages) fmt::print(" {:>9}", st);
   fmt::print(" {:>5}\n", "GEMMs");
