@@ -167,10 +167,11 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c: Optional[torch.Tensor] = None,
     32.0
     """
     on_cuda = a.is_cuda or b.is_cuda
-    d = _timed_gemm(a.shape[0], b.shape[0], a.shape[1], a, b, c, a_format, b_format, model, promote_every, a_scales, b_scales,
-                     scaling or None, block, scale_order, out_type, None if on_cuda else "cpu",
-                     None if on_cuda else threads, bias=bias, split_k=split_k,
-                     split_k_align=split_k_align, kernel=kernel_preset or None)
+    d = _timed_gemm(a.shape[0], b.shape[0], a.shape[1], a, b, c, a_format, b_format, model,
+                    promote_every, a_scales, b_scales, scaling or None, block, scale_order,
+                    out_type, None if on_cuda else "cpu", None if on_cuda else threads,
+                    bias=bias, split_k=split_k, split_k_align=split_k_align,
+                    kernel=kernel_preset or None)
     return d if on_cuda else torch.from_numpy(d)
 
 
