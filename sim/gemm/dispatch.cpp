@@ -63,8 +63,8 @@ void check_block_scales(const GemmSpec& s, const FormatSpec& f, std::span<const 
     for (std::size_t i = 0; i < v.size(); ++i) {
       if (is_value(v[i])) continue;
       throw std::invalid_argument(fmt::format(
-            "{}[{}] = {} is not a {} value (model {} applies its scales inside the MMA)", what,
-            i, format_value(v[i]), f.name, s.model.name));
+          "{}[{}] = {} is not a {} value (model {} applies its scales inside the MMA)", what, i,
+          format_value(v[i]), f.name, s.model.name));
     }
 }
 
@@ -265,7 +265,8 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
   e.sa = sa.data();
   e.sb = sb.data();
   e.bias = bias.empty() ? nullptr : bias.data();
-  e.out_type = {s.out_type.mantissa_bits, min_normal_exponent(s.out_type), max_exponent(s.out_type)};
+  e.out_type = {s.out_type.mantissa_bits, min_normal_exponent(s.out_type),
+                max_exponent(s.out_type)};
   e.out_fp32 = s.out_type.mantissa_bits == 23;
   run_device_epilogue(e, D, stream, device);
 }
