@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -41,6 +42,20 @@ T* upload(const T* host, std::size_t n, cudaStream_t st, DeviceBuffer& keep) {
   void* d = keep.get();
   check(cudaMemcpyAsync(d, host, n * sizeof(T), cudaMemcpyHostToDevice, st), "upload");
   return static_cast<T*>(d);
+}
+
+// Blocks of 256 threads for a grid-stride loop over `threads` items (at least one block, at
+// most 2^16: each thread strides over the rest).
+inline unsigned blocks_for(std::size_t threads) {
+  return static_cast<unsigned>(std::clamp<std::size_t>((threads + 255) / 256, 1, 1u << 16));
+}
+
+// The current CUDA device's number of streaming multiprocessors (tile shapes by occupancy).
+inline int sm_count() {
+  int dev = 0, sms = 0;
+  check(cudaGetDevice(&dev), "get device");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "device attribute");
+  return sms;
 }
 
 // The device and stream of one engine call: checks that there is a CUDA device, makes

@@ -100,9 +100,8 @@ ResidentOperands decode_resident(const DeviceGemm& g, std::size_t a_n, std::size
   auto launch = [&](const unsigned char* codes, std::size_t n, const float* lut, int size,
                     float* out, unsigned long long* bad) {
     if (n == 0) return;
-    const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 1u << 16));
-    decode_kernel<<<blocks, 256, 0, st>>>(codes, n, g.K, ld, g.code_k0, cols, lut, size, out,
-                                          bad);
+    decode_kernel<<<gpu::blocks_for(n), 256, 0, st>>>(codes, n, g.K, ld, g.code_k0, cols, lut,
+                                                     size, out, bad);
     check(cudaGetLastError(), "decode kernel launch");
   };
   launch(g.A_codes, a_n, tables, g.a_lut_size, values, r.bad);
@@ -199,11 +198,8 @@ void launch_tiled_f32(const Params& p, cudaStream_t st) {
   // thread tiles, for more threads (H100, 2026-11-25: 16x4096x7168 at 5.5e11 MAC/s with
   // 16 x 64 tiles against 2.9e11 with 64 x 64; 64x7168x16384 at 2.4e12 with 32 x 64 against
   // 1.9e12). Every tile shape gives the same bits.
-  int dev = 0, sms = 0;
-  check(cudaGetDevice(&dev), "get device");
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "device attribute");
   const long long big_blocks = (p.g.M + 63LL) / 64 * ((p.g.N + 63LL) / 64);
-  if (big_blocks < 2LL * 3 * sms) {
+  if (big_blocks < 2LL * 3 * gpu::sm_count()) {
     if (p.g.M <= 16) return launch_f32_shape<G, RNE, MODE, 2, 2, 16, 64, 4>(p, st);
     return launch_f32_shape<G, RNE, MODE, 4, 2, 32, 64, 3>(p, st);
   }
@@ -259,8 +255,7 @@ void launch_group_sums_shape(const Params& p, cudaStream_t st) {
     unsigned* info = code + std::size_t(rows_p) * (kp / 4);
     at = info + std::size_t(rows_p) * (kp / gpu::kGsGroup);
     const std::size_t n = std::size_t(rows_p) * (kp / gpu::kGsGroup);
-    const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 1u << 16));
-    kernel<<<blocks, 256, 0, st>>>(p, src, rows, unit, code, info, rows_p, kp);
+    kernel<<<gpu::blocks_for(n), 256, 0, st>>>(p, src, rows, unit, code, info, rows_p, kp);
     o = {code, info, rows_p};
   };
   prepare(gpu::prepare_group_operand<false>, g.A, g.M, g.a_unit, mp, gp.a);
@@ -281,10 +276,7 @@ bool launch_group_sums_for(const Params& p, cudaStream_t st) {
       m.block != 0 || m.c_entry != 0 || m.term_cut != kRz || !m.c_register_fp32 ||
       m.c_min_exponent != -126 || g.promote_every % gpu::kGsStep != 0)
     return false;
-  int dev = 0, sms = 0;
-  check(cudaGetDevice(&dev), "get device");
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "device attribute");
-  if ((g.M + 63LL) / 64 * ((g.N + 63LL) / 64) < 2LL * 2 * sms)
+  if ((g.M + 63LL) / 64 * ((g.N + 63LL) / 64) < 2LL * 2 * gpu::sm_count())
     launch_group_sums_shape<4, 4, 32, 32, 4>(p, st);
   else
     launch_group_sums_shape<4, 4, 64, 64, 2>(p, st);
@@ -392,9 +384,7 @@ __global__ void nonfinite_kernel(const float* p, std::size_t n, int* bad) {
        i += std::size_t(gridDim.x) * blockDim.x)
     if (!isfinite(p[i])) *bad = 1;
 }
-}  // namespace
 
-namespace {
 // run_device_epilogue's element-wise pass (e's host arrays replaced by device copies).
 __global__ void epilogue_kernel(const DeviceEpilogue e, float* D) {
   const std::size_t n = std::size_t(e.M) * e.N;
@@ -429,8 +419,7 @@ void run_device_epilogue(const DeviceEpilogue& e, float* D, void* stream, int de
     d.sb = upload(e.sb, e.scales == 1 ? 1 : std::size_t(e.N), st, bsb);
   }
   if (e.finish) d.bias = upload(e.bias, e.bias ? std::size_t(e.N) : 0, st, bbias);
-  const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 1u << 16));
-  epilogue_kernel<<<blocks, 256, 0, st>>>(d, D);
+  epilogue_kernel<<<gpu::blocks_for(n), 256, 0, st>>>(d, D);
   check(cudaGetLastError(), "epilogue kernel launch");
   check(cudaStreamSynchronize(st), "epilogue kernel");  // the host arrays' uploads are done
 }
@@ -445,8 +434,7 @@ bool device_all_finite(const float* p, std::size_t n, void* stream, int device) 
   const DeviceBuffer flag = device_alloc(sizeof(int), st);
   int* bad = static_cast<int*>(flag.get());
   check(cudaMemsetAsync(bad, 0, sizeof(int), st), "memset");
-  const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 1u << 16));
-  nonfinite_kernel<<<blocks, 256, 0, st>>>(p, n, bad);
+  nonfinite_kernel<<<gpu::blocks_for(n), 256, 0, st>>>(p, n, bad);
   check(cudaGetLastError(), "finiteness kernel launch");
   int host = 0;
   check(cudaMemcpyAsync(&host, bad, sizeof host, cudaMemcpyDeviceToHost, st), "download");

@@ -15,6 +15,7 @@
 namespace fp8sim {
 namespace {
 
+using gpu::blocks_for;
 using gpu::check;
 using gpu::DeviceBuffer;
 
@@ -80,10 +81,6 @@ __global__ void encode_kernel(const X* x, int T, int K, const float* scales, int
     codes[i] = table_encode(v, e);
   }
   if (over) atomicAdd(saturated, over);
-}
-
-unsigned blocks_for(std::size_t threads) {
-  return static_cast<unsigned>(std::clamp<std::size_t>((threads + 255) / 256, 1, 1u << 16));
 }
 
 }  // namespace

@@ -265,8 +265,7 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
   e.sa = sa.data();
   e.sb = sb.data();
   e.bias = bias.empty() ? nullptr : bias.data();
-  e.out_type = {s.out_type.mantissa_bits, min_normal_exponent(s.out_type),
-                max_exponent(s.out_type)};
+  e.out_type = device_format(s.out_type);
   e.out_fp32 = s.out_type.mantissa_bits == 23;
   run_device_epilogue(e, D, stream, device);
 }

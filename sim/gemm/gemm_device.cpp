@@ -13,11 +13,12 @@
 #include "gemm/gemm_split.hpp"
 
 namespace fp8sim {
-namespace {
 
 DeviceFormat device_format(const FormatSpec& f) {
   return {f.mantissa_bits, min_normal_exponent(f), max_exponent(f)};
 }
+
+namespace {
 
 // The model on operands of formats fa and fb as the CUDA engine's numbers; a model with a
 // feature only the CPU's reference step computes is refused with one line (block scales on

@@ -9,6 +9,9 @@
 
 namespace fp8sim {
 
+// An IEEE-style format (an output, a C register, an output type) as the CUDA engine's numbers.
+DeviceFormat device_format(const FormatSpec& f);
+
 // The GEMM of gemm(s, A, B, ...) on the CUDA engine; A and B as the CPU engine sees them
 // (alignment exponents of an unpacking model already applied), shapes already checked.
 void gemm_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
