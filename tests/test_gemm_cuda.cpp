@@ -288,7 +288,7 @@ int grid_test() {
     }
   }
   // Batched dot products (the sweep engine's entry), each model with every scaling.
-  for (const char* name : {"hopper-wgmma", "blackwell-fp8", "hopper-mma-sync", "exact"}) {
+  for (const char* name : {"hopper-wgmma", "blackwell-fp8", "hopper-mma-sync", "triton-mma-f16", "exact"}) {
     for (const Scaling sc : scalings) {
       GemmSpec s;
       s.model = accumulator_by_name(name);

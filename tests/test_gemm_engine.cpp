@@ -246,7 +246,7 @@ TEST_CASE("engine handles specials, wide formats and every scaling", "[unit][dif
   const int M = 4, N = 5, K = 256;
   std::uint64_t stream = 5000;
   for (const char* model : {"hopper-wgmma", "hopper-wgmma-f16", "ada-fp8", "blackwell-fp8",
-                            "hopper-mma-sync", "hopper-mma-sync-f16", "fp32", "exact"}) {
+                            "hopper-mma-sync", "hopper-mma-sync-f16", "triton-mma-f16", "fp32", "exact"}) {
     GemmSpec s;
     s.model = accumulator_by_name(model);
     s.out_type = format_by_name("fp32");
@@ -496,6 +496,6 @@ TEST_CASE("bad GEMM specs are rejected with a message", "[unit]") {
   CHECK_THROWS_WITH(operand_from_values(format_by_name("e4m3"), 1, 1, std::vector<double>{0.3}),
                     Catch::Contains("not representable"));
   // Combinations whose fields would be ignored (accumulator.hpp) are rejected.
-  CHECK_THROWS_WITH(accumulator_by_name("custom:group=8,block=16,c=join"), Catch::Contains("needs c=add"));
+  CHECK_THROWS_WITH(accumulator_by_name("custom:group=8,block=16,c=exact"), Catch::Contains("needs c=add"));
   CHECK_THROWS_WITH(accumulator_by_name("custom:group=8,interleave=1"), Catch::Contains("interleave needs"));
 }

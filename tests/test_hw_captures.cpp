@@ -200,3 +200,49 @@ TEST_CASE("cvt captures: hardware FP8 conversions equal encode() and decode()", 
     }
   }
 }
+
+// Triton's FP8 tl.dot where it lowers to mma.sync on sm_90 (BLOCK_M not a multiple of 64, 2
+// warps, max_num_imprecise_acc below 32; tests/data/hw/kernels/triton_fp8_dot_mma_f16), as its
+// PTX shows: cvt.rn.f16x2.e4m3x2, then mma.sync m16n8k16 f32.f16 with the dot's accumulator as C
+// over the whole K. Written out here with plain 16-product steps, independent of the
+// triton-mma-f16 preset: K zero-padded to 32 (masked loads), each 32 gathered as k % 4 in
+// {0, 1} then {2, 3} (Triton's FP8 operand order), one chain of steps with c joining each;
+// then D = acc * fl32(sa * sb) rounded to the output type.
+TEST_CASE("Triton FP8 dot captures on mma.sync follow their PTX: one HMMA chain, K in operand order",
+          "[golden][hw]") {
+  const fs::path dir = hw_data() / "kernels" / "triton_fp8_dot_mma_f16";
+  GemmSpec s;
+  s.model = accumulator_by_name(
+      "custom:group=16,frac=25,cut=rz,out=24,outround=rz,c=join,unpack=fp16,zero=-133");
+  s.promote_every = 0;
+  s.out_type = format_by_name("fp32");
+  long outputs = 0, matches = 0;
+  for (const CaptureCase& g : read_capture(dir.string()).cases) {
+    s.a_format = g.spec.a_format;
+    s.b_format = g.spec.b_format;
+    const int Kp = (g.K + 31) / 32 * 32;
+    auto gather = [&](const std::vector<std::uint8_t>& src, int rows) {
+      std::vector<std::uint8_t> dst(std::size_t(rows) * Kp, 0);
+      for (int r = 0; r < rows; ++r) {
+        int j = 0;
+        for (int k0 = 0; k0 < Kp; k0 += 32)
+          for (int half = 0; half < 2; ++half)
+            for (int k = k0; k < k0 + 32; ++k)
+              if ((k % 4) / 2 == half)
+                dst[std::size_t(r) * Kp + j++] = k < g.K ? src[std::size_t(r) * g.K + k] : 0;
+      }
+      return dst;
+    };
+    std::vector<float> acc(g.d.size());
+    gemm(s, g.M, g.N, Kp, gather(g.a, g.M), gather(g.b, g.N), {}, {}, {}, acc);
+    const float scale = g.sa.empty() ? 1.0f : g.sa[0] * g.sb[0];
+    std::vector<float> d(acc.size());
+    for (std::size_t i = 0; i < d.size(); ++i)
+      d[i] = float(quantize(double(acc[i] * scale), g.spec.out_type, {Rounding::rne, Overflow::nonsat}));
+    matches += compare("triton_fp8_dot_mma_f16/" + g.name, g, g.d, d);
+    outputs += long(d.size());
+  }
+  INFO(fmt::format("{} of {} outputs equal", matches, outputs));
+  CHECK(outputs >= 100000);
+  CHECK(matches == outputs);
+}

@@ -156,10 +156,11 @@ __device__ inline double reference_step(const DeviceModel& m, const Params& p, c
 __device__ inline double reference_block(const DeviceModel& m, const Params& p, const float* a,
                                          const float* b, At at, int n, double c) {
   if (m.block == 0) return reference_step(m, p, a, b, at, 0, n, n, false, m.c_entry, c);
-  double s = 0.0;
+  const bool joins = m.c_entry == 0;  // c=join: c is the chain's start, no add after
+  double s = joins ? c : 0.0;
   for (int j = 0; j < n; j += m.group)
     s = reference_step(m, p, a, b, at, j, min(m.group, n - j), n, m.interleave, 0, s);
-  return add_c_after(m, s, c);
+  return joins ? s : add_c_after(m, s, c);
 }
 
 // ---- the fast step -------------------------------------------------------------------------

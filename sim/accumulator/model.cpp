@@ -58,8 +58,9 @@ void validate(const AccumulatorSpec& m) {
   if (m.output_rounding == Rounding::sr) bad("stochastic output rounding is not modelled");
   if (m.block != 0 && (m.group < 1 || m.block % m.group != 0 || m.block < 0))
     bad(fmt::format("block {} must be a multiple of the group {}", m.block, m.group));
-  if (m.block != 0 && m.c_entry != CEntry::add)
-    bad(fmt::format("block {} needs c=add (a block's result enters c with one add)", m.block));
+  if (m.block != 0 && m.c_entry != CEntry::add && m.c_entry != CEntry::join)
+    bad(fmt::format("block {} needs c=add (a block's result enters c with one add) or c=join "
+                    "(c joins the block's first step)", m.block));
   if (m.block != 0 && (m.lanes != 1 || m.group_sum != 1 || m.block_scale))
     bad("block (chained steps) does not combine with lanes, group sums or block scales");
   if (m.interleave && (m.block != 2 * m.group || m.group % 2 != 0))

@@ -197,6 +197,26 @@ const std::vector<AccumulatorSpec>& accumulator_presets() {
             "HMMA.16816.F16 step rounded to fp16 (nearest even) and the k32 result added to "
             "the fp16 C with one fp16 add (MMA-Sim's Hopper HMMA parameters); fitted: "
             "reproduces all 20000 H100/H200 FP8 d_fp16 rows of the public validation data")),
+        // Triton's FP8 tl.dot where it does not use wgmma on sm_90 (a CTA M that is not a
+        // multiple of 64, warps not a multiple of 4, max_num_imprecise_acc < 32): FP8 upcast in
+        // registers, then the FP16 HMMA chain with the dot's accumulator as C.
+        [] {
+          AccumulatorSpec m = sm90_mma_sync(nv(
+              "sm_90.mma.m16n8k16.f32.f16.f8-upcast", "triton-mma-f16",
+              "cvt.rn.f16x2.e4m3x2 then mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+              "(sm_90, Triton 3.6 FP8 MMAv2)", 16, 25, "f32", -133,
+              "H100, Triton 3.6.0 (2026-11-26): PTX of tl.dot on e4m3 at BLOCK_M 16/32, at "
+              "BLOCK_M 128 with 2 warps and at max_num_imprecise_acc 0/16 is cvt.rn.f16x2.e4m3x2 "
+              "and mma.sync m16n8k16 f32.f16 with the accumulator as C; the HMMA step as "
+              "hopper-mma-f16 (MMA-Sim's F=25, L=16, e_zero=-133), K in Triton's FP8 operand "
+              "order (per 32: k mod 4 in {0,1}, then {2,3}), c joining the first step of each "
+              "32 and every step after: every output of tests/data/hw/kernels/"
+              "triton_fp8_dot_mma_f16 (147,360, every code and Gaussian operands, K tails); "
+              "contiguous K leaves 0.1% (Gaussian) to 80% (every code) different"));
+          m.c_entry = CEntry::join;
+          m.zero_exponent = -133;
+          return m;
+        }(),
         // ---- Hopper: wgmma ----
         nv("sm_90a.wgmma.m64nNk32.f32.f8", "hopper-wgmma",
            "wgmma.mma_async.sync.aligned.m64nNk32.f32.{e4m3,e5m2}.{e4m3,e5m2} (sm_90a)", 32, 13,

@@ -368,17 +368,20 @@ double fused_block(const AccumulatorSpec& m, const double* a, const int* ea, con
   for (int i = 0; i < n; ++i) {
     pa[i] = a[order[i]], pb[i] = b[order[i]], pea[i] = ea[order[i]], peb[i] = eb[order[i]];
   }
-  // 2. Chained steps from zero, c joining each (the previous step's output).
+  // 2. Chained steps, each joined by the previous step's output: from zero with c=add, from
+  //    c itself with c=join (an instruction chain whose accumulator is c, as Triton's FP16
+  //    HMMA chain for FP8 dots on sm_90).
   AccumulatorSpec step = m;
   step.block = 0;
   step.interleave = false;
   step.c_entry = CEntry::join;
-  double s = 0.0;
+  const bool joins = m.c_entry == CEntry::join;
+  double s = joins ? c : 0.0;
   for (int i = 0; i < n; i += m.group)
     s = fused_step_exponents(step, pa.data() + i, pea.data() + i, pb.data() + i, peb.data() + i,
                              std::min(m.group, n - i), s);
-  // 3. The block's result enters c with one IEEE add.
-  return add_c_after(m, s, c);
+  // 3. With c=add the block's result enters c with one IEEE add.
+  return joins ? s : add_c_after(m, s, c);
 }
 
 double entering_c(const AccumulatorSpec& m, double c) {

@@ -101,6 +101,30 @@ const std::vector<KernelSpec>& kernel_presets() {
        "tests/data/hw/kernels/triton_fp8_dot (H100, 2026-11-24): 26 cases, 24560 outputs: "
        "every output",
        "as triton-fp8-dot"},
+      {"triton-w8a8-block-fp8-mma-f16",
+       "triton-w8a8-block-fp8 under a config Triton does not lower to wgmma on sm_90 (BLOCK_SIZE_M "
+       "not a multiple of 64, or warps not a multiple of 4: vLLM's tuned decode configs): FP16 "
+       "HMMA on upcast FP8",
+       "triton-mma-f16", 128, ScaleOrder::triton, {block}, 32, 128, 0,
+       "as triton-w8a8-block-fp8; Triton 3.6.0 lib/Analysis/Utility.cpp supportMMA and "
+       "AccelerateMatmul.cpp (MMAv2 on sm_90 for FP8: FP16 upcast); PTX per BLOCK_SIZE_K block: "
+       "cvt.rn.f16x2.e4m3x2, mma.sync m16n8k16 f32.f16 chained from zero, one mul.f32 and one "
+       "fma.rn.f32 an output",
+       "tests/data/hw/kernels/triton_w8a8_block_fp8_served_h100 (H100, 2026-11-26): the "
+       "BLOCK_SIZE_M 16 and 32 configs vLLM 0.33.0 and SGLang 0.5.23 pick for decode: every "
+       "output",
+       "as triton-w8a8-block-fp8"},
+      {"triton-fp8-dot-mma-f16",
+       "triton-fp8-dot under a config Triton does not lower to wgmma on sm_90 (BLOCK_M not a "
+       "multiple of 64, warps not a multiple of 4, or max_num_imprecise_acc below 32): FP16 HMMA "
+       "on upcast FP8, the dot's accumulator chained through every step, never promoted",
+       "triton-mma-f16", 0, ScaleOrder::cublaslt, {none, tensor}, 32, 128, 0,
+       "as triton-fp8-dot; PTX: cvt.rn.f16x2.e4m3x2 and mma.sync m16n8k16 f32.f16 with the "
+       "accumulator as C (max_num_imprecise_acc has no effect on this path)",
+       "tests/data/hw/kernels/triton_fp8_dot_mma_f16 (H100, 2026-11-26): 156 cases, 147360 "
+       "outputs, f32 and bf16, BLOCK_M 16/32 (4 warps), 128 (2 warps), max_num_imprecise_acc "
+       "0/16, K off the tile: every output",
+       "as triton-fp8-dot"},
   };
   return table;
 }
