@@ -1,0 +1,247 @@
+"""derive_cublaslt_rule: cuBLASLt's split-K rule for torch._scaled_mm, re-derived from a recorded
+table and checked on it and on traced held-out calls; numpy only, no GPU.
+
+    python3 cuda/capture/derive_cublaslt_rule.py --table sim/data/cublaslt_plans_h100.json \
+        --traced tests/data/cublaslt_heldout_h100.json [--traced tests/data/cublaslt_gridcheck_h100.json] \
+        [--write]
+
+What it derives from the table (each with the recorded points that pin it; the rule itself is
+sim/kernel/cublaslt_rule.cpp, which reads the constants this writes):
+  1. fast accumulation never changes the split (per output type and scale mode);
+  2. scale modes that never split (row scales: a kernel family without split-K);
+  3. the slice floor: every recorded split S satisfies K / S > floor, so S <= ceil(K / floor) - 1;
+     the floor is the largest multiple of the 128-element K block below min(K / S) over the
+     split points (2560 = 20 blocks on the H100 and H200), and no K <= 2 * floor ever splits;
+  4. per output type and scale mode, the largest M*N that splits (none above it);
+  5. between two recorded K of one recorded (M, N) that both run unsplit, no K splits
+     (checked by leaving every recorded K out in turn: the rule must be exact on all of them).
+Then it runs the rule (rule_split below, the same steps as the C++) over every recorded point,
+with the point itself left out of step 5, and over each traced file, and prints per variant:
+exact, wrong, undecided. --write stores the constants in the table's JSON ("split_rule"), which
+is how the rule is re-derived for another GPU: record its table (record_cublaslt_plans.py), then
+run this with --write. Exit status 1 if the rule is wrong anywhere.
+"""
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import sys
+
+import numpy as np
+
+K_BLOCK = 128  # the K extent of one wgmma K block of the FP8 kernels (stages "128xAUTO")
+
+
+def load_table(path: str):
+    """(doc, axes m, n, k, split per variant [v, m, n, k] with 0 where no algorithm)."""
+    with open(path) as f:
+        doc = json.load(f)
+    raw = np.fromfile(path[: -len(".json")] + ".bin", dtype="<u2").reshape(-1, 2)
+    codes = np.repeat(raw[:, 0], raw[:, 1].astype(np.int64))
+    m, n, k = (np.array(doc["axes"][a], dtype=np.int64) for a in "mnk")
+    codes = codes.reshape(len(doc["variants"]), len(m), len(n), len(k))
+    fi = doc["fields"].index("split_k")
+    per_code = np.zeros(65536, dtype=np.int64)
+    per_code[: len(doc["configs"])] = [max(1, c[fi]) for c in doc["configs"]]
+    per_code[doc.get("none", 65535)] = 0
+    return doc, m, n, k, per_code[codes]
+
+
+def group(variant: str) -> str:
+    """'bf16 tensor fast1' -> 'bf16 tensor': the split does not depend on fast accumulation."""
+    return variant.rsplit(" ", 1)[0]
+
+
+def derive(doc, m, n, k, split) -> dict:
+    variants = doc["variants"]
+    out: dict = {"k_block": K_BLOCK}
+    # 1. fast accumulation: the split at every point the same with and without.
+    fast_same = []
+    for g in sorted({group(v) for v in variants}):
+        idx = [i for i, v in enumerate(variants) if group(v) == g]
+        if all((split[i] == split[idx[0]]).all() for i in idx):
+            fast_same.append(g)
+    out["fast_same_split"] = fast_same
+    # 2. scale modes that never split.
+    scales = sorted({v.split()[1] for v in variants})
+    out["never_split_scales"] = [s for s in scales
+                                 if all((split[i] <= 1).all() for i, v in enumerate(variants)
+                                        if v.split()[1] == s)]
+    # 3. the slice floor.
+    kk = np.broadcast_to(k, split.shape)
+    sp = split > 1
+    bound = (kk[sp] / split[sp]).min()  # the floor must lie below every K / S
+    floor = int(np.ceil(bound / K_BLOCK) - 1) * K_BLOCK
+    out["slice_floor_k"] = floor
+    out["slice_floor_pinned_by"] = f"min K/S over split points = {bound:.2f}"
+    s0 = np.maximum(1, -(-kk // floor) - 1)
+    viol = int((split > s0).sum())
+    if viol:
+        raise SystemExit(f"slice floor {floor}: {viol} recorded points split more than it allows")
+    # 4. the largest M*N that splits, per output type and scale mode (fast merged).
+    mn = (m[:, None] * n[None, :])[None, :, :, None]
+    mn = np.broadcast_to(mn, split.shape)
+    above = {}
+    for g in sorted({group(v) for v in variants}):
+        idx = [i for i, v in enumerate(variants) if group(v) == g]
+        s = split[idx] > 1
+        above[g] = int(mn[idx][s].max()) if s.any() else 0
+    out["no_split_above_mn"] = above
+    return out
+
+
+def s0_of(k: int, floor: int) -> int:
+    """The most slices the slice floor allows: the largest S with K / S > floor."""
+    return max(1, -(-k // floor) - 1)
+
+
+def rule_split(c: dict, r: dict, recorded=None):
+    """The split cuBLASLt picks for call c (m, n, k, out, scale, fast, bias) by the rule r, or
+    (None, why) where it is not decided here. recorded(m, n, k) gives a recorded split at a
+    grid point (0: none, -1: not recorded) for step 5; the axes are r's 'k_axis'."""
+    g = f"{c['out']} {c['scale']}"
+    bias_ok = c["bias"] is None or g in r["bias_same_split"]
+    if c["scale"] in r["never_split_scales"]:
+        return 1, "scale never splits"
+    if s0_of(c["k"], r["slice_floor_k"]) <= 1:
+        return 1, "K <= 2 x slice floor"
+    if not bias_ok:
+        return None, "bias"
+    if g not in r["no_split_above_mn"] or (
+            c["fast"] and g not in r["fast_same_split"]):
+        return None, "variant"
+    if c["m"] * c["n"] > r["no_split_above_mn"][g] and c["m"] <= r["m_max"] and c["n"] <= r["n_max"]:
+        return 1, "M*N above the largest that splits"
+    if recorded is not None:
+        ks = r["k_axis"]
+        j = bisect.bisect_left(ks, c["k"])
+        if 0 < j < len(ks) and ks[j] != c["k"]:
+            lo, hi = recorded(c["m"], c["n"], ks[j - 1]), recorded(c["m"], c["n"], ks[j])
+            if lo == 1 and hi == 1:
+                return 1, "unsplit at the recorded K on either side"
+    return None, "split zone"
+
+
+def check_table(doc, m, n, k, split, r) -> dict:
+    """The rule at every recorded point, step 5 with the point itself left out (its K
+    neighbours on the grid in its place)."""
+    res = {}
+    for vi, v in enumerate(doc["variants"]):
+        out, scale, fast = v.split()
+        S = split[vi]
+        cnt = {"exact": 0, "wrong": 0, "undecided": 0}
+        # steps 1-4, vectorised
+        mm = m[:, None, None] * np.ones_like(S)
+        nn = n[None, :, None] * np.ones_like(S)
+        kk = k[None, None, :] * np.ones_like(S)
+        g = f"{out} {scale}"
+        dec = np.zeros(S.shape, dtype=np.int64)
+        if scale in r["never_split_scales"]:
+            dec[:] = 1
+        else:
+            s0 = np.maximum(1, -(-kk // r["slice_floor_k"]) - 1)
+            dec[s0 <= 1] = 1
+            if g in r["no_split_above_mn"] and (fast == "fast0" or g in r["fast_same_split"]):
+                dec[mm * nn > r["no_split_above_mn"][g]] = 1
+                # step 5 leaving K index l out: its neighbours l-1 and l+1 both unsplit.
+                left_out = np.zeros(S.shape, dtype=bool)
+                left_out[:, :, 1:-1] = (S[:, :, :-2] == 1) & (S[:, :, 2:] == 1)
+                dec[(dec == 0) & left_out] = 1
+        have = S > 0
+        cnt["exact"] = int((have & (dec > 0) & (dec == S)).sum())
+        cnt["wrong"] = int((have & (dec > 0) & (dec != S)).sum())
+        cnt["undecided"] = int((have & (dec == 0)).sum())
+        res[v] = cnt
+    return res
+
+
+def report(title: str, res: dict) -> int:
+    tot = {"exact": 0, "wrong": 0, "undecided": 0}
+    print(title)
+    for v, cnt in res.items():
+        print(f"  {v:28s} exact {cnt['exact']:7d}  wrong {cnt['wrong']:3d}  undecided {cnt['undecided']:6d}")
+        for key in tot:
+            tot[key] += cnt[key]
+    print(f"  {'all':28s} exact {tot['exact']:7d}  wrong {tot['wrong']:3d}  undecided {tot['undecided']:6d}")
+    return tot["wrong"]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--table", required=True, help="a recorded table's .json (its .bin beside it)")
+    ap.add_argument("--traced", action="append", default=[],
+                    help="traced calls (record_cublaslt_plans.py --traced) to check the rule on")
+    ap.add_argument("--write", action="store_true",
+                    help="store the derived constants in the table's JSON as 'split_rule'")
+    args = ap.parse_args(argv)
+    try:
+        doc, m, n, k, split = load_table(args.table)
+    except (OSError, KeyError, ValueError) as e:
+        print(f"derive_cublaslt_rule: {args.table}: {e}", file=sys.stderr)
+        return 2
+    r = derive(doc, m, n, k, split)
+    r["bias_same_split"] = sorted({group(b["variant"]) for b in doc.get("bias_same_split", [])}
+                                  & set(r["fast_same_split"]))
+    print(f"table {args.table}: {doc['provenance'].get('gpu')}, cuBLASLt "
+          f"{doc['provenance'].get('cublaslt_version')}")
+    for key in ("fast_same_split", "never_split_scales", "slice_floor_k", "slice_floor_pinned_by",
+                "no_split_above_mn", "bias_same_split"):
+        print(f"  {key}: {r[key]}")
+    r_full = dict(r, k_axis=[int(x) for x in k], m_max=int(m[-1]), n_max=int(n[-1]))
+    mi = {int(x): i for i, x in enumerate(m)}
+    ni = {int(x): i for i, x in enumerate(n)}
+    ki = {int(x): i for i, x in enumerate(k)}
+    vidx = {v: i for i, v in enumerate(doc["variants"])}
+    bad = report("recorded points (step 5 leaving each point out):", check_table(doc, m, n, k, split, r_full))
+    for path in args.traced:
+        def recorded_for(c_out, c_scale):
+            v = vidx.get(f"{c_out} {c_scale} fast0")
+
+            def at(mm, nn, kk):
+                if v is None or mm not in mi or nn not in ni or kk not in ki:
+                    return -1
+                return int(split[v, mi[mm], ni[nn], ki[kk]])
+            return at
+
+        # recorded() depends on the call's variant: wrap rule_split per call.
+        def recorded_call(c):
+            return recorded_for(c["out"], c["scale"])
+        bad += report(f"traced {path}:", check_traced(path, r_full, recorded_call))
+    if args.write:
+        doc["split_rule"] = r
+        with open(args.table, "w") as f:
+            json.dump(doc, f, separators=(",", ":"))
+        print(f"wrote split_rule into {args.table}")
+    return 1 if bad else 0
+
+
+def check_traced(path: str, r: dict, recorded_call) -> dict:
+    """check_traced with the recorded splits of each call's own variant."""
+    with open(path) as f:
+        h = json.load(f)
+    fi = {name: i for i, name in enumerate(h["fields"])}
+    res: dict = {}
+    wrong = []
+    for row in h["cases"]:
+        if row[fi["error"]] is not None:
+            continue
+        c = {name: row[fi[name]] for name in ("m", "n", "k", "out", "scale", "fast", "bias")}
+        v = f"{c['out']} {c['scale']} fast{int(c['fast'])}" + (f" bias {c['bias']}" if c["bias"] else "")
+        want = max(1, row[fi["split_k"]] or 1)
+        got, why = rule_split(c, r, recorded_call(c))
+        cnt = res.setdefault(v, {"exact": 0, "wrong": 0, "undecided": 0})
+        if got is None:
+            cnt["undecided"] += 1
+        elif got == want:
+            cnt["exact"] += 1
+        else:
+            cnt["wrong"] += 1
+            wrong.append((c, got, want, why))
+    for c, got, want, why in wrong[:10]:
+        print(f"  WRONG {c}: rule {got} ({why}), cuBLASLt {want}")
+    return res
+
+
+if __name__ == "__main__":
+    sys.exit(main())
