@@ -110,11 +110,13 @@ const char* const kScales[] = {"tensor", "row", "block"};
 
 }  // namespace
 
-TEST_CASE("split rule: every recorded point, each left out of step 5, never wrong", "[golden]") {
+TEST_CASE("split rule: every recorded point, its K and then its M left out, never wrong",
+          "[golden]") {
   for (const std::string gpu : {"h100", "h200"}) {
     const SplitRuleConstants& rule = cublaslt_split_rule_constants(gpu);
     REQUIRE(rule.slice_floor_k > 0);
     const auto &ms = rule.m_axis, &ns = rule.n_axis, &ks = rule.k_axis;
+    const std::size_t nm = ms.size(), nn = ns.size(), nk = ks.size();
     RuleTally t;
     long bad_shown = 0;
     for (const char* out : kOuts)
@@ -122,44 +124,59 @@ TEST_CASE("split rule: every recorded point, each left out of step 5, never wron
         for (const bool fast : {false, true}) {
           ScaledMmCall c;
           c.out = out, c.scale = scale, c.fast = fast;
-          // The variant's recorded splits, read once: [m][n][k].
-          std::vector<int> rec(ms.size() * ns.size() * ks.size());
-          for (std::size_t i = 0; i < ms.size(); ++i)
-            for (std::size_t j = 0; j < ns.size(); ++j)
-              for (std::size_t l = 0; l < ks.size(); ++l) {
+          // The variant's recorded points, read once: [m][n][k].
+          std::vector<RecordedPoint> rec(nm * nn * nk);
+          auto at = [&](std::size_t i, std::size_t j, std::size_t l) -> RecordedPoint& {
+            return rec[(i * nn + j) * nk + l];
+          };
+          for (std::size_t i = 0; i < nm; ++i)
+            for (std::size_t j = 0; j < nn; ++j)
+              for (std::size_t l = 0; l < nk; ++l) {
                 c.m = ms[i], c.n = ns[j], c.k = ks[l];
-                rec[(i * ns.size() + j) * ks.size() + l] = cublaslt_recorded_split(gpu, c);
+                at(i, j, l) = cublaslt_recorded_point(gpu, c);
               }
-          if (rec[0] < 0) continue;  // a variant not recorded (block scales with fast accum)
-          for (std::size_t l = 0; l < ks.size(); ++l) {
-            // This K left out: the rule sees the grid without it (step 5 from its neighbours).
-            SplitRuleConstants without = rule;
-            without.k_axis.erase(without.k_axis.begin() + static_cast<long>(l));
-            for (std::size_t i = 0; i < ms.size(); ++i)
-              for (std::size_t j = 0; j < ns.size(); ++j) {
-                const int want = rec[(i * ns.size() + j) * ks.size() + l];
-                if (want <= 0) continue;  // cuBLASLt had no algorithm there
-                c.m = ms[i], c.n = ns[j], c.k = ks[l];
-                const RecordedSplit recorded = [&](int m, int n, int k) {
-                  const auto ii = std::find(ms.begin(), ms.end(), m) - ms.begin();
-                  const auto jj = std::find(ns.begin(), ns.end(), n) - ns.begin();
-                  const auto ll = std::find(ks.begin(), ks.end(), k) - ks.begin();
-                  if (ii == long(ms.size()) || jj == long(ns.size()) || ll == long(ks.size()) ||
-                      ll == long(l))
-                    return -1;
-                  return rec[(ii * ns.size() + jj) * ks.size() + ll];
-                };
-                const SplitRuleAnswer a = cublaslt_split_rule(c, without, recorded);
-                if (a.split_k == 0) {
-                  ++t.undecided;
-                } else if (a.split_k == want) {
-                  ++t.exact;
-                } else if (t.wrong++, bad_shown++ < 5) {
-                  FAIL_CHECK(fmt::format("{} {}x{}x{} {} {} fast{}: rule {} ({}), recorded {}", gpu,
-                                         c.m, c.n, c.k, out, scale, int(fast), a.split_k, a.why,
-                                         want));
+          if (rec[0].split_k < 0) continue;  // a variant not recorded (block scales, fast accum)
+          // The rule's answer with recorded M index `mo` or K index `ko` left out of the grid.
+          std::vector<int> answer(rec.size(), 0);
+          for (const bool leave_k : {true, false}) {
+            for (std::size_t o = 0; o < (leave_k ? nk : nm); ++o) {
+              SplitRuleConstants without = rule;
+              auto& axis = leave_k ? without.k_axis : without.m_axis;
+              axis.erase(axis.begin() + static_cast<long>(o));
+              const RecordedSplit recorded = [&](int m, int n, int k) -> RecordedPoint {
+                const auto i = std::size_t(std::find(ms.begin(), ms.end(), m) - ms.begin());
+                const auto j = std::size_t(std::find(ns.begin(), ns.end(), n) - ns.begin());
+                const auto l = std::size_t(std::find(ks.begin(), ks.end(), k) - ks.begin());
+                if (i == nm || j == nn || l == nk || (leave_k ? l : i) == o) return {};
+                return at(i, j, l);
+              };
+              for (std::size_t p = 0; p < (leave_k ? nm : nk); ++p)
+                for (std::size_t j = 0; j < nn; ++j) {
+                  const std::size_t i = leave_k ? p : o, l = leave_k ? o : p;
+                  const int want = at(i, j, l).split_k;
+                  if (want <= 0) continue;  // cuBLASLt had no algorithm there
+                  c.m = ms[i], c.n = ns[j], c.k = ks[l];
+                  const SplitRuleAnswer a = cublaslt_split_rule(c, without, recorded);
+                  int& got = answer[(i * nn + j) * nk + l];
+                  if (a.split_k == 0 || got < 0) continue;
+                  if (a.split_k == want) {
+                    got = a.split_k;
+                  } else {
+                    got = -1;
+                    if (bad_shown++ < 5)
+                      FAIL_CHECK(fmt::format("{} {}x{}x{} {} {} fast{} ({} left out): rule {} "
+                                             "({}), recorded {}", gpu, c.m, c.n, c.k, out, scale,
+                                             int(fast), leave_k ? "K" : "M", a.split_k, a.why,
+                                             want));
+                  }
                 }
-              }
+            }
+          }
+          for (std::size_t x = 0; x < rec.size(); ++x) {
+            if (rec[x].split_k <= 0) continue;
+            t.exact += answer[x] > 0;
+            t.wrong += answer[x] < 0;
+            t.undecided += answer[x] == 0;
           }
         }
     const long points = t.exact + t.wrong + t.undecided;
@@ -193,7 +210,7 @@ TEST_CASE("split rule: every traced call (held out and at grid points), never wr
         plain.bias = false;
         const RecordedSplit recorded = [&](int m, int n, int k) {
           plain.m = m, plain.n = n, plain.k = k;
-          return cublaslt_recorded_split(gpu, plain);
+          return cublaslt_recorded_point(gpu, plain);
         };
         const int want = std::max(1, at(row, "split_k").get<int>());
         const SplitRuleAnswer a = cublaslt_split_rule(c, rule, recorded);

@@ -13,11 +13,15 @@ sim/kernel/cublaslt_rule.cpp, which reads the constants this writes):
      the floor is the largest multiple of the 128-element K block below min(K / S) over the
      split points (2560 = 20 blocks on the H100 and H200), and no K <= 2 * floor ever splits;
   4. per output type and scale mode, the largest M*N that splits (none above it);
-  5. between two recorded K of one recorded (M, N) that both run unsplit, no K splits
-     (checked by leaving every recorded K out in turn: the rule must be exact on all of them).
+  5. an unsplit neighbourhood: at a recorded N, between two recorded K (and/or two recorded M)
+     whose plans all run unsplit, with the same kernel (algo, tile, stages, custom option,
+     cluster) at both M, no call splits. Checked by leaving every recorded K, and every
+     recorded M, out in turn: the rule must be exact at all of them. (Between two recorded N
+     it does not hold: N's divisibility by the tiles changes the plan, e.g. N = 4096 splits
+     where 3840 and 4608 do not; nor does "both split alike" carry over, in any direction.)
 Then it runs the rule (rule_split below, the same steps as the C++) over every recorded point,
-with the point itself left out of step 5, and over each traced file, and prints per variant:
-exact, wrong, undecided. --write stores the constants in the table's JSON ("split_rule"), which
+with the point's K, then its M, left out of step 5, and over each traced file, and prints per
+variant: exact, wrong, undecided. --write stores the constants in the table's JSON ("split_rule"), which
 is how the rule is re-derived for another GPU: record its table (record_cublaslt_plans.py), then
 run this with --write. Exit status 1 if the rule is wrong anywhere.
 """
@@ -34,7 +38,8 @@ K_BLOCK = 128  # the K extent of one wgmma K block of the FP8 kernels (stages "1
 
 
 def load_table(path: str):
-    """(doc, axes m, n, k, split per variant [v, m, n, k] with 0 where no algorithm)."""
+    """(doc, axes m, n, k, split per variant [v, m, n, k] with 0 where no algorithm, and the
+    kernel of each point as a number, -1 where no algorithm)."""
     with open(path) as f:
         doc = json.load(f)
     raw = np.fromfile(path[: -len(".json")] + ".bin", dtype="<u2").reshape(-1, 2)
@@ -45,7 +50,13 @@ def load_table(path: str):
     per_code = np.zeros(65536, dtype=np.int64)
     per_code[: len(doc["configs"])] = [max(1, c[fi]) for c in doc["configs"]]
     per_code[doc.get("none", 65535)] = 0
-    return doc, m, n, k, per_code[codes]
+    # The kernel of each configuration, its split and workspace aside (step 5 compares them).
+    kernel_fields = [doc["fields"].index(f) for f in ("algo_id", "tile", "stages", "custom", "cluster")]
+    kernels: dict = {}
+    per_kernel = np.full(65536, -1, dtype=np.int64)
+    per_kernel[: len(doc["configs"])] = [kernels.setdefault(tuple(c[i] for i in kernel_fields), len(kernels))
+                                         for c in doc["configs"]]
+    return doc, m, n, k, per_code[codes], per_kernel[codes]
 
 
 def group(variant: str) -> str:
@@ -96,10 +107,19 @@ def s0_of(k: int, floor: int) -> int:
     return max(1, -(-k // floor) - 1)
 
 
+def bracket(axis: list, x: int):
+    """[x] if recorded, the recorded values on either side if inside, None outside."""
+    j = bisect.bisect_left(axis, x)
+    if j < len(axis) and axis[j] == x:
+        return [x]
+    return None if j == 0 or j == len(axis) else [axis[j - 1], axis[j]]
+
+
 def rule_split(c: dict, r: dict, recorded=None):
     """The split cuBLASLt picks for call c (m, n, k, out, scale, fast, bias) by the rule r, or
-    (None, why) where it is not decided here. recorded(m, n, k) gives a recorded split at a
-    grid point (0: none, -1: not recorded) for step 5; the axes are r's 'k_axis'."""
+    (None, why) where it is not decided here. recorded(m, n, k) gives (split, kernel) at a grid
+    point of the call's variant (split 0: no algorithm, -1: not recorded) for step 5, on r's
+    'm_axis' and 'k_axis'."""
     g = f"{c['out']} {c['scale']}"
     bias_ok = c["bias"] is None or g in r["bias_same_split"]
     if c["scale"] in r["never_split_scales"]:
@@ -114,24 +134,23 @@ def rule_split(c: dict, r: dict, recorded=None):
     if c["m"] * c["n"] > r["no_split_above_mn"][g] and c["m"] <= r["m_max"] and c["n"] <= r["n_max"]:
         return 1, "M*N above the largest that splits"
     if recorded is not None:
-        ks = r["k_axis"]
-        j = bisect.bisect_left(ks, c["k"])
-        if 0 < j < len(ks) and ks[j] != c["k"]:
-            lo, hi = recorded(c["m"], c["n"], ks[j - 1]), recorded(c["m"], c["n"], ks[j])
-            if lo == 1 and hi == 1:
-                return 1, "unsplit at the recorded K on either side"
+        ms, ks = bracket(r["m_axis"], c["m"]), bracket(r["k_axis"], c["k"])
+        if ms and ks and len(ms) + len(ks) > 2:
+            plans = {(mm, kk): recorded(mm, c["n"], kk) for mm in ms for kk in ks}
+            if all(p[0] == 1 for p in plans.values()) and all(
+                    plans[(ms[0], kk)][1] == plans[(ms[-1], kk)][1] for kk in ks):
+                return 1, "unsplit neighbourhood"
     return None, "split zone"
 
 
-def check_table(doc, m, n, k, split, r) -> dict:
-    """The rule at every recorded point, step 5 with the point itself left out (its K
-    neighbours on the grid in its place)."""
+def check_table(doc, m, n, k, split, kernel, r) -> dict:
+    """The rule at every recorded point, step 5 with the point's K left out (its K neighbours on
+    the grid in its place) or its M left out: decided where either way decides, and wrong if
+    either way is wrong."""
     res = {}
     for vi, v in enumerate(doc["variants"]):
         out, scale, fast = v.split()
-        S = split[vi]
-        cnt = {"exact": 0, "wrong": 0, "undecided": 0}
-        # steps 1-4, vectorised
+        S, Kn = split[vi], kernel[vi]
         mm = m[:, None, None] * np.ones_like(S)
         nn = n[None, :, None] * np.ones_like(S)
         kk = k[None, None, :] * np.ones_like(S)
@@ -144,15 +163,17 @@ def check_table(doc, m, n, k, split, r) -> dict:
             dec[s0 <= 1] = 1
             if g in r["no_split_above_mn"] and (fast == "fast0" or g in r["fast_same_split"]):
                 dec[mm * nn > r["no_split_above_mn"][g]] = 1
-                # step 5 leaving K index l out: its neighbours l-1 and l+1 both unsplit.
-                left_out = np.zeros(S.shape, dtype=bool)
-                left_out[:, :, 1:-1] = (S[:, :, :-2] == 1) & (S[:, :, 2:] == 1)
-                dec[(dec == 0) & left_out] = 1
+                # step 5, K index l left out: K neighbours l-1 and l+1 unsplit.
+                k_out = np.zeros(S.shape, dtype=bool)
+                k_out[:, :, 1:-1] = (S[:, :, :-2] == 1) & (S[:, :, 2:] == 1)
+                # step 5, M index i left out: M neighbours unsplit with the same kernel.
+                m_out = np.zeros(S.shape, dtype=bool)
+                m_out[1:-1] = (S[:-2] == 1) & (S[2:] == 1) & (Kn[:-2] == Kn[2:])
+                dec[(dec == 0) & (k_out | m_out)] = 1
         have = S > 0
-        cnt["exact"] = int((have & (dec > 0) & (dec == S)).sum())
-        cnt["wrong"] = int((have & (dec > 0) & (dec != S)).sum())
-        cnt["undecided"] = int((have & (dec == 0)).sum())
-        res[v] = cnt
+        res[v] = {"exact": int((have & (dec > 0) & (dec == S)).sum()),
+                  "wrong": int((have & (dec > 0) & (dec != S)).sum()),
+                  "undecided": int((have & (dec == 0)).sum())}
     return res
 
 
@@ -176,7 +197,7 @@ def main(argv=None) -> int:
                     help="store the derived constants in the table's JSON as 'split_rule'")
     args = ap.parse_args(argv)
     try:
-        doc, m, n, k, split = load_table(args.table)
+        doc, m, n, k, split, kernel = load_table(args.table)
     except (OSError, KeyError, ValueError) as e:
         print(f"derive_cublaslt_rule: {args.table}: {e}", file=sys.stderr)
         return 2
@@ -188,20 +209,22 @@ def main(argv=None) -> int:
     for key in ("fast_same_split", "never_split_scales", "slice_floor_k", "slice_floor_pinned_by",
                 "no_split_above_mn", "bias_same_split"):
         print(f"  {key}: {r[key]}")
-    r_full = dict(r, k_axis=[int(x) for x in k], m_max=int(m[-1]), n_max=int(n[-1]))
+    r_full = dict(r, m_axis=[int(x) for x in m], k_axis=[int(x) for x in k], m_max=int(m[-1]),
+                  n_max=int(n[-1]))
     mi = {int(x): i for i, x in enumerate(m)}
     ni = {int(x): i for i, x in enumerate(n)}
     ki = {int(x): i for i, x in enumerate(k)}
     vidx = {v: i for i, v in enumerate(doc["variants"])}
-    bad = report("recorded points (step 5 leaving each point out):", check_table(doc, m, n, k, split, r_full))
+    bad = report("recorded points (step 5 leaving each K, each M out):", check_table(doc, m, n, k, split, kernel, r_full))
     for path in args.traced:
         def recorded_for(c_out, c_scale):
             v = vidx.get(f"{c_out} {c_scale} fast0")
 
             def at(mm, nn, kk):
                 if v is None or mm not in mi or nn not in ni or kk not in ki:
-                    return -1
-                return int(split[v, mi[mm], ni[nn], ki[kk]])
+                    return -1, -1
+                at = (v, mi[mm], ni[nn], ki[kk])
+                return int(split[at]), int(kernel[at])
             return at
 
         # recorded() depends on the call's variant: wrap rule_split per call.

@@ -103,16 +103,21 @@ int index_of(const std::vector<int>& axis, int v) {
   return it == axis.end() ? -1 : static_cast<int>(it - axis.begin());
 }
 
-// The split recorded at (m, n, k) of variant v: -1 off the grid, 0 where no algorithm.
-int split_at(const Table& t, int v, int m, int n, int k) {
+// The split and kernel recorded at (m, n, k) of variant v (split -1 off the grid, 0 where
+// cuBLASLt returned no algorithm).
+RecordedPoint point_at(const Table& t, int v, int m, int n, int k) {
   const int i = index_of(t.m, m), j = index_of(t.n, n), l = index_of(t.k, k);
-  if (v < 0 || i < 0 || j < 0 || l < 0) return -1;
+  if (v < 0 || i < 0 || j < 0 || l < 0) return {};
   const std::uint16_t code =
       t.codes[((std::size_t(v) * t.m.size() + i) * t.n.size() + j) * t.k.size() + l];
-  if (code == t.none) return 0;
+  if (code == t.none) return {0, ""};
   const json& cfg = t.meta.at("configs").at(code);
-  const auto f = std::find(t.fields.begin(), t.fields.end(), "split_k") - t.fields.begin();
-  return std::max(1, cfg.at(f).get<int>());
+  auto field = [&](const char* name) -> const json& {
+    return cfg.at(std::find(t.fields.begin(), t.fields.end(), name) - t.fields.begin());
+  };
+  return {std::max(1, field("split_k").get<int>()),
+          fmt::format("{} {} {} {} {}", field("algo_id").dump(), field("tile").dump(),
+                      field("stages").dump(), field("custom").dump(), field("cluster").dump())};
 }
 
 int variant_index(const Table& t, const ScaledMmCall& c) {
@@ -136,9 +141,9 @@ const SplitRuleConstants& cublaslt_split_rule_constants(std::string_view gpu) {
   return table_of(gpu).rule;
 }
 
-int cublaslt_recorded_split(std::string_view gpu, const ScaledMmCall& c) {
+RecordedPoint cublaslt_recorded_point(std::string_view gpu, const ScaledMmCall& c) {
   const Table& t = table_of(gpu);
-  return split_at(t, variant_index(t, c), c.m, c.n, c.k);
+  return point_at(t, variant_index(t, c), c.m, c.n, c.k);
 }
 
 std::vector<std::string> recorded_gpus() {
@@ -172,7 +177,7 @@ CublasltPlan cublaslt_plan(std::string_view gpu, const ScaledMmCall& c) {
   // rule is only cross-checked (tests/test_cublaslt_plan.cpp); elsewhere the rule decides or
   // the call is refused.
   const SplitRuleAnswer rule = cublaslt_split_rule(
-      c, t.rule, [&](int m, int n, int k) { return split_at(t, v, m, n, k); });
+      c, t.rule, [&](int m, int n, int k) { return point_at(t, v, m, n, k); });
   auto by_rule = [&]() {
     p.split_k = rule.split_k;
     p.reduction = rule.split_k > 1 ? "COMPUTE_TYPE" : "NONE";

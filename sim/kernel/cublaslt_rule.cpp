@@ -27,6 +27,18 @@ int max_slices(long long k, int floor) {
   return static_cast<int>(std::max(1LL, (k + floor - 1) / floor - 1));
 }
 
+// [x] where x is recorded; the recorded values on either side where x lies inside; {} outside.
+std::vector<int> bracket(const std::vector<int>& axis, int x) {
+  const auto hi = std::lower_bound(axis.begin(), axis.end(), x);
+  if (hi != axis.end() && *hi == x) return {x};
+  if (hi == axis.begin() || hi == axis.end()) return {};
+  return {*(hi - 1), *hi};
+}
+
+std::string span(const std::vector<int>& v) {
+  return v.size() == 1 ? fmt::format("= {}", v[0]) : fmt::format("{} and {}", v[0], v[1]);
+}
+
 }  // namespace
 
 SplitRuleConstants split_rule_constants(const nlohmann::json& meta) {
@@ -96,15 +108,26 @@ SplitRuleAnswer cublaslt_split_rule(const ScaledMmCall& c, const SplitRuleConsta
       !r.n_axis.empty() && c.m <= r.m_axis.back() && c.n <= r.n_axis.back())
     return {1, fmt::format("M*N = {} above {}, the largest that splits at a recorded point",
                            static_cast<long long>(c.m) * c.n, mn_it->second)};
-  // 5. Between two recorded K at a recorded (M, N) that both run unsplit, no K splits: the
-  //    split grows with K at a fixed shape (S0 above, and the waves of output tiles). Checked by
-  //    leaving every recorded K out in turn: exact at all of them, every variant, both GPUs.
+  // 5. An unsplit neighbourhood: at a recorded N, between the recorded K on either side (or at
+  //    a recorded K) and between the recorded M on either side (or at a recorded M), where all
+  //    these recorded plans run unsplit, and both M run the same kernel, no call splits. Along
+  //    K, the split never falls as K grows between two unsplit points; along M, one kernel at
+  //    both ends means the same tiles and clusters in between. Checked by leaving every recorded
+  //    K, and every recorded M, out in turn: exact at all of them (every variant, both GPUs).
+  //    Not between recorded N: N's divisibility by the tile changes the plan (N = 4096 splits
+  //    where 3840 and 4608 do not, with one kernel at both), nor for plans that split alike.
   if (recorded) {
-    const auto hi = std::lower_bound(r.k_axis.begin(), r.k_axis.end(), c.k);
-    if (hi != r.k_axis.begin() && hi != r.k_axis.end() && *hi != c.k &&
-        recorded(c.m, c.n, *(hi - 1)) == 1 && recorded(c.m, c.n, *hi) == 1)
-      return {1, fmt::format("unsplit at the recorded K = {} and {} of this M and N",
-                             *(hi - 1), *hi)};
+    const std::vector<int> ms = bracket(r.m_axis, c.m), ks = bracket(r.k_axis, c.k);
+    if (!ms.empty() && !ks.empty() && ms.size() + ks.size() > 2) {
+      bool unsplit = true;
+      for (const int k : ks) {
+        const RecordedPoint lo = recorded(ms.front(), c.n, k), hi = recorded(ms.back(), c.n, k);
+        unsplit = unsplit && lo.split_k == 1 && hi.split_k == 1 && lo.kernel == hi.kernel;
+      }
+      if (unsplit)
+        return {1, fmt::format("the recorded plans at M {}, N = {}, K {} all run unsplit, with "
+                               "one kernel", span(ms), c.n, span(ks))};
+    }
   }
   // Everything else is the split zone (small M*N, K > 5120): there cuBLASLt's choice between
   // S0(K) and fewer slices depends on M, N, K and the output type through a cost model that

@@ -34,9 +34,14 @@ struct SplitRuleConstants {
 // Throws std::invalid_argument naming the field when one is malformed.
 SplitRuleConstants split_rule_constants(const nlohmann::json& table_meta);
 
-// The split recorded at a grid point of the call's variant: the count, 0 where cuBLASLt
-// returned no algorithm, -1 where (m, n, k) is not a recorded point.
-using RecordedSplit = std::function<int(int m, int n, int k)>;
+// What the table recorded at a grid point of the call's variant: the split count (0 where
+// cuBLASLt returned no algorithm, -1 where (m, n, k) is not a recorded point) and the kernel
+// ("algo tile stages custom cluster": the configuration, its split and workspace aside).
+struct RecordedPoint {
+  int split_k = -1;
+  std::string kernel;
+};
+using RecordedSplit = std::function<RecordedPoint(int m, int n, int k)>;
 
 struct SplitRuleAnswer {
   int split_k = 0;  // 0: not decided by the rule
@@ -47,9 +52,9 @@ struct SplitRuleAnswer {
 SplitRuleAnswer cublaslt_split_rule(const ScaledMmCall& call, const SplitRuleConstants& rule,
                                     const RecordedSplit& recorded);
 
-// A recorded GPU's constants and its recorded splits (defined with the tables, in
+// A recorded GPU's constants and its recorded points (defined with the tables, in
 // cublaslt_plan.cpp); `gpu` as for cublaslt_plan(). The test checks the rule at every point.
 const SplitRuleConstants& cublaslt_split_rule_constants(std::string_view gpu);
-int cublaslt_recorded_split(std::string_view gpu, const ScaledMmCall& call);
+RecordedPoint cublaslt_recorded_point(std::string_view gpu, const ScaledMmCall& call);
 
 }  // namespace fp8sim
