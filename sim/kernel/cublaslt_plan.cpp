@@ -182,7 +182,10 @@ CublasltPlan cublaslt_plan(std::string_view gpu, const ScaledMmCall& c) {
     p.split_k = rule.split_k;
     p.reduction = rule.split_k > 1 ? "COMPUTE_TYPE" : "NONE";
     p.source = "rule";
-    p.why = rule.why;
+    p.why = rule.split_k > 0 && t.rule.checked_traced_calls > 0
+                ? fmt::format("{} (the split rule: exact at all {} traced calls it decides)",
+                              rule.why, t.rule.checked_traced_calls)
+                : rule.why;
     return p;
   };
   if (c.bias) {  // the call without a bias, where the traced calls show a bias never changed it

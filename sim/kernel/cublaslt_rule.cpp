@@ -56,6 +56,7 @@ SplitRuleConstants split_rule_constants(const nlohmann::json& meta) {
     r.fast_same_split = s.at("fast_same_split").get<std::vector<std::string>>();
     r.bias_same_split = s.at("bias_same_split").get<std::vector<std::string>>();
     r.no_split_above_mn = s.at("no_split_above_mn").get<std::map<std::string, long long>>();
+    r.checked_traced_calls = s.value("checked_traced_calls", 0L);
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(fmt::format("cuBLASLt plan table: split_rule: {}", e.what()));
   }

@@ -28,6 +28,7 @@ struct SplitRuleConstants {
   std::vector<std::string> bias_same_split;     // groups where a bias never changed it (traced)
   std::map<std::string, long long> no_split_above_mn;  // per group: the largest M*N that splits
   std::vector<int> m_axis, n_axis, k_axis;      // the recorded M, N, K, ascending
+  long checked_traced_calls = 0;  // traced calls the rule decides, all exact when it was written
 };
 
 // The table's "split_rule" and axes; an absent "split_rule" gives constants that decide nothing.
