@@ -184,7 +184,7 @@ TEST_CASE("split rule: every recorded point, its K and then its M left out, neve
                points, t.exact, t.wrong, t.undecided);
     CHECK(points == 15 * 26 * 61 * 56 - 3 * 3 * 61 * 56);  // all but block scales' M 1..3
     CHECK(t.wrong == 0);
-    CHECK(t.undecided * 100 < points * 7);  // the split zone: 6.0% (H100), 6.6% (H200)
+    CHECK(t.undecided * 100 < points * 7);  // the split zone: 6.1% (H100), 6.7% (H200)
   }
 }
 
@@ -229,7 +229,7 @@ TEST_CASE("split rule: every traced call (held out and at grid points), never wr
                  calls, t.exact, t.wrong, t.undecided);
       CHECK(calls >= 4000);
       CHECK(t.wrong == 0);
-      CHECK(t.undecided * 100 < calls * 10);  // the split zone: 406 to 446 of 4,600 to 4,950
+      CHECK(t.undecided * 100 < calls * 10);  // the split zone: 385 to 436 of 4,646 to 4,950
     }
   }
 }

@@ -12,7 +12,8 @@ sim/kernel/cublaslt_rule.cpp, which reads the constants this writes):
   3. the slice floor: every recorded split S satisfies K / S > floor, so S <= ceil(K / floor) - 1;
      the floor is the largest multiple of the 128-element K block below min(K / S) over the
      split points (2560 = 20 blocks on the H100 and H200), and no K <= 2 * floor ever splits;
-  4. per output type and scale mode, the largest M*N that splits (none above it);
+  4. the workspace: every split point needs 4*S*M*max(N, 32) + 16 (or 20) bytes, within torch's
+     1 MiB, so S <= (1 MiB - 16) / (4*M*max(N, 32)): M*max(N, 32) > 131070 never splits;
   5. an unsplit neighbourhood: at a recorded N, between two recorded K (and/or two recorded M)
      whose plans all run unsplit, with the same kernel (algo, tile, stages, custom option,
      cluster) at both M, no call splits. Checked by leaving every recorded K, and every
@@ -39,7 +40,7 @@ K_BLOCK = 128  # the K extent of one wgmma K block of the FP8 kernels (stages "1
 
 def load_table(path: str):
     """(doc, axes m, n, k, split per variant [v, m, n, k] with 0 where no algorithm, and the
-    kernel of each point as a number, -1 where no algorithm)."""
+    kernel of each point as a number, -1 where no algorithm, and the workspace it needs)."""
     with open(path) as f:
         doc = json.load(f)
     raw = np.fromfile(path[: -len(".json")] + ".bin", dtype="<u2").reshape(-1, 2)
@@ -56,7 +57,9 @@ def load_table(path: str):
     per_kernel = np.full(65536, -1, dtype=np.int64)
     per_kernel[: len(doc["configs"])] = [kernels.setdefault(tuple(c[i] for i in kernel_fields), len(kernels))
                                          for c in doc["configs"]]
-    return doc, m, n, k, per_code[codes], per_kernel[codes]
+    per_ws = np.zeros(65536, dtype=np.int64)
+    per_ws[: len(doc["configs"])] = [c[doc["fields"].index("workspace_size")] for c in doc["configs"]]
+    return doc, m, n, k, per_code[codes], per_kernel[codes], per_ws[codes]
 
 
 def group(variant: str) -> str:
@@ -64,7 +67,7 @@ def group(variant: str) -> str:
     return variant.rsplit(" ", 1)[0]
 
 
-def derive(doc, m, n, k, split) -> dict:
+def derive(doc, m, n, k, split, ws) -> dict:
     variants = doc["variants"]
     out: dict = {"k_block": K_BLOCK}
     # 1. fast accumulation: the split at every point the same with and without.
@@ -90,16 +93,36 @@ def derive(doc, m, n, k, split) -> dict:
     viol = int((split > s0).sum())
     if viol:
         raise SystemExit(f"slice floor {floor}: {viol} recorded points split more than it allows")
-    # 4. the largest M*N that splits, per output type and scale mode (fast merged).
-    mn = (m[:, None] * n[None, :])[None, :, :, None]
-    mn = np.broadcast_to(mn, split.shape)
-    above = {}
-    for g in sorted({group(v) for v in variants}):
-        idx = [i for i, v in enumerate(variants) if group(v) == g]
-        s = split[idx] > 1
-        above[g] = int(mn[idx][s].max()) if s.any() else 0
-    out["no_split_above_mn"] = above
+    # 4. the workspace: a split keeps S partial results of M x max(N, n_min) floats and a header,
+    #    all inside the workspace torch gives (1 MiB), so S <= (limit - header) / (4 M max(N, n_min)).
+    limit = int(doc["provenance"].get("workspace_limit", 0))
+    if not limit:
+        raise SystemExit("the table's provenance has no workspace_limit")
+    mm = np.broadcast_to(m[None, :, None, None], split.shape)[sp]
+    nn = np.broadcast_to(n[None, None, :, None], split.shape)[sp]
+    for n_min in (16, 32, 64, 128):
+        header = ws[sp] - 4 * split[sp] * mm * np.maximum(nn, n_min)
+        if (header >= 0).all() and (header <= 64).all():
+            break
+    else:
+        raise SystemExit("the workspace of the split points follows no 4*S*M*max(N, n) + header")
+    out["workspace_limit"] = limit
+    out["partial_n_min"] = n_min
+    out["workspace_header"] = int(header.min())
+    out["workspace_pinned_by"] = (f"{int(sp.sum())} split points need 4*S*M*max(N,{n_min}) + "
+                                  f"{sorted(set(int(h) for h in header))} bytes")
+    cap = (limit - out["workspace_header"]) // (4 * np.broadcast_to(
+        (m[:, None] * np.maximum(n, n_min)[None, :])[None, :, :, None], split.shape))
+    viol = int((split > np.maximum(1, cap)).sum())
+    if viol:
+        raise SystemExit(f"workspace: {viol} recorded points split more than it allows")
+    out["groups"] = sorted({group(v) for v in variants})
     return out
+
+
+def ws_slices(m: int, n: int, r: dict) -> int:
+    """The most slices the workspace holds (step 4)."""
+    return (r["workspace_limit"] - r["workspace_header"]) // (4 * m * max(n, r["partial_n_min"]))
 
 
 def s0_of(k: int, floor: int) -> int:
@@ -128,11 +151,10 @@ def rule_split(c: dict, r: dict, recorded=None):
         return 1, "K <= 2 x slice floor"
     if not bias_ok:
         return None, "bias"
-    if g not in r["no_split_above_mn"] or (
-            c["fast"] and g not in r["fast_same_split"]):
+    if g not in r["groups"] or (c["fast"] and g not in r["fast_same_split"]):
         return None, "variant"
-    if c["m"] * c["n"] > r["no_split_above_mn"][g] and c["m"] <= r["m_max"] and c["n"] <= r["n_max"]:
-        return 1, "M*N above the largest that splits"
+    if ws_slices(c["m"], c["n"], r) <= 1:
+        return 1, "two slices do not fit the workspace"
     if recorded is not None:
         ms, ks = bracket(r["m_axis"], c["m"]), bracket(r["k_axis"], c["k"])
         if ms and ks and len(ms) + len(ks) > 2:
@@ -161,8 +183,10 @@ def check_table(doc, m, n, k, split, kernel, r) -> dict:
         else:
             s0 = np.maximum(1, -(-kk // r["slice_floor_k"]) - 1)
             dec[s0 <= 1] = 1
-            if g in r["no_split_above_mn"] and (fast == "fast0" or g in r["fast_same_split"]):
-                dec[mm * nn > r["no_split_above_mn"][g]] = 1
+            if g in r["groups"] and (fast == "fast0" or g in r["fast_same_split"]):
+                cap = (r["workspace_limit"] - r["workspace_header"]) // (
+                    4 * mm * np.maximum(nn, r["partial_n_min"]))
+                dec[cap <= 1] = 1
                 # step 5, K index l left out: K neighbours l-1 and l+1 unsplit.
                 k_out = np.zeros(S.shape, dtype=bool)
                 k_out[:, :, 1:-1] = (S[:, :, :-2] == 1) & (S[:, :, 2:] == 1)
@@ -200,20 +224,20 @@ def main(argv=None) -> int:
                     help="store the derived constants in the table's JSON as 'split_rule'")
     args = ap.parse_args(argv)
     try:
-        doc, m, n, k, split, kernel = load_table(args.table)
+        doc, m, n, k, split, kernel, ws = load_table(args.table)
     except (OSError, KeyError, ValueError) as e:
         print(f"derive_cublaslt_rule: {args.table}: {e}", file=sys.stderr)
         return 2
-    r = derive(doc, m, n, k, split)
+    r = derive(doc, m, n, k, split, ws)
     r["bias_same_split"] = sorted({group(b["variant"]) for b in doc.get("bias_same_split", [])}
                                   & set(r["fast_same_split"]))
     print(f"table {args.table}: {doc['provenance'].get('gpu')}, cuBLASLt "
           f"{doc['provenance'].get('cublaslt_version')}")
     for key in ("fast_same_split", "never_split_scales", "slice_floor_k", "slice_floor_pinned_by",
-                "no_split_above_mn", "bias_same_split"):
+                "workspace_limit", "partial_n_min", "workspace_header", "workspace_pinned_by",
+                "bias_same_split"):
         print(f"  {key}: {r[key]}")
-    r_full = dict(r, m_axis=[int(x) for x in m], k_axis=[int(x) for x in k], m_max=int(m[-1]),
-                  n_max=int(n[-1]))
+    r_full = dict(r, m_axis=[int(x) for x in m], k_axis=[int(x) for x in k])
     mi = {int(x): i for i, x in enumerate(m)}
     ni = {int(x): i for i, x in enumerate(n)}
     ki = {int(x): i for i, x in enumerate(k)}

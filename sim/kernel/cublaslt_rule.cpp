@@ -55,11 +55,16 @@ SplitRuleConstants split_rule_constants(const nlohmann::json& meta) {
     r.never_split_scales = s.at("never_split_scales").get<std::vector<std::string>>();
     r.fast_same_split = s.at("fast_same_split").get<std::vector<std::string>>();
     r.bias_same_split = s.at("bias_same_split").get<std::vector<std::string>>();
-    r.no_split_above_mn = s.at("no_split_above_mn").get<std::map<std::string, long long>>();
+    r.groups = s.at("groups").get<std::vector<std::string>>();
+    r.workspace_limit = s.at("workspace_limit").get<long long>();
+    r.workspace_header = s.at("workspace_header").get<long long>();
+    r.partial_n_min = s.at("partial_n_min").get<int>();
     r.checked_traced_calls = s.value("checked_traced_calls", 0L);
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(fmt::format("cuBLASLt plan table: split_rule: {}", e.what()));
   }
+  if (r.workspace_limit <= r.workspace_header || r.partial_n_min < 1)
+    throw std::invalid_argument("cuBLASLt plan table: split_rule: a malformed workspace");
   if (r.slice_floor_k < 128 || r.slice_floor_k % 128 != 0)
     throw std::invalid_argument(fmt::format(
         "cuBLASLt plan table: split_rule: slice_floor_k {} is not a positive multiple of 128",
@@ -94,21 +99,24 @@ SplitRuleAnswer cublaslt_split_rule(const ScaledMmCall& c, const SplitRuleConsta
   //    (and row-scaled) plans with and without it split alike (88,816 pairs per output type and
   //    GPU). A bias: only where the traced calls show it never changed the split (bf16 out with
   //    tensor scales: 320 of 320 on each GPU), and by step 3 with fast accumulation as well.
-  const auto mn_it = r.no_split_above_mn.find(group);
-  if (mn_it == r.no_split_above_mn.end())
+  //    (Steps 1 and 2 hold with any bias: a bias changes neither the scale mode nor K.)
+  if (!contains(r.groups, group))
     return {0, fmt::format("no recorded plans for {} outputs with {} scales", c.out, c.scale)};
   if (c.fast && !contains(r.fast_same_split, group))
     return {0, "fast accumulation changes this variant's split at some recorded point"};
   if (c.bias && !contains(r.bias_same_split, group))
     return {0, "no traced calls show how a bias changes this variant's split"};
-  // 4. Many output tiles: no recorded point with M*N above the largest that splits (129,280 =
-  //    1 x 129280 for tensor scales, 129,024 for block scales; the H200's f32 129,024) splits;
-  //    within the recorded ranges of M and N, so is taken for every such call. Held out: 719
-  //    tensor- and block-scaled calls of 719 on each GPU.
-  if (static_cast<long long>(c.m) * c.n > mn_it->second && !r.m_axis.empty() &&
-      !r.n_axis.empty() && c.m <= r.m_axis.back() && c.n <= r.n_axis.back())
-    return {1, fmt::format("M*N = {} above {}, the largest that splits at a recorded point",
-                           static_cast<long long>(c.m) * c.n, mn_it->second)};
+  // 4. The workspace: each slice's partial result is M x max(N, 32) floats in the workspace
+  //    torch gives (1 MiB), after a 16-byte header. All 78,641 (H100) and 87,178 (H200) split
+  //    points need exactly 4 S M max(N, 32) + 16 (or 20) bytes, and none splits more than
+  //    (1 MiB - 16) / (4 M max(N, 32)) slices. So M max(N, 32) > 131,070 never splits: above the
+  //    largest M N that splits on the grid (1 x 129,280), below the smallest that does not
+  //    (131,072: 1 x 131072, 2 x 65536, ... 512 x 256).
+  const long long partial = static_cast<long long>(c.m) * std::max(c.n, r.partial_n_min);
+  const long long ws_slices = (r.workspace_limit - r.workspace_header) / (4 * partial);
+  if (ws_slices <= 1)
+    return {1, fmt::format("two slices of {} x {} floats do not fit the {}-byte workspace", c.m,
+                           std::max(c.n, r.partial_n_min), r.workspace_limit)};
   // 5. An unsplit neighbourhood: at a recorded N, between the recorded K on either side (or at
   //    a recorded K) and between the recorded M on either side (or at a recorded M), where all
   //    these recorded plans run unsplit, and both M run the same kernel, no call splits. Along
@@ -130,11 +138,13 @@ SplitRuleAnswer cublaslt_split_rule(const ScaledMmCall& c, const SplitRuleConsta
                                "one kernel", span(ms), c.n, span(ks))};
     }
   }
-  // Everything else is the split zone (small M*N, K > 5120): there cuBLASLt's choice between
-  // S0(K) and fewer slices depends on M, N, K and the output type through a cost model that
-  // the recordings do not pin (docs/cublaslt.md), so only a recorded point answers.
-  return {0, fmt::format("in the split zone (K > {}, M*N <= {}), where only recorded points "
-                         "answer", 2 * r.slice_floor_k, mn_it->second)};
+  // Everything else is the split zone: 2 <= min(S0(K), workspace slices). There cuBLASLt picks
+  // between 1 and that many slices by a cost over its kernels (tile, cluster, waves of 132 SMs)
+  // with no closed form in the recordings: at 1x18432x106496 (f32 out, H100) it runs the
+  // same 192x8 kernel at M = 1, 2 and 3, with 4, 7 and 4 slices; N's divisibility by the tile
+  // and the output type change it too (docs/cublaslt.md). So only a recorded point answers.
+  return {0, fmt::format("in the split zone (up to {} slices by K, {} by the workspace), where "
+                         "only recorded points answer", s0, ws_slices)};
 }
 
 }  // namespace fp8sim

@@ -10,7 +10,6 @@
 #pragma once
 
 #include <functional>
-#include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
@@ -26,7 +25,10 @@ struct SplitRuleConstants {
   std::vector<std::string> never_split_scales;  // scale modes that never split ("row")
   std::vector<std::string> fast_same_split;     // groups where fast accumulation never changes it
   std::vector<std::string> bias_same_split;     // groups where a bias never changed it (traced)
-  std::map<std::string, long long> no_split_above_mn;  // per group: the largest M*N that splits
+  std::vector<std::string> groups;              // the groups the table recorded
+  long long workspace_limit = 0;   // bytes torch gives cuBLASLt (1 MiB)
+  long long workspace_header = 0;  // bytes a split needs besides its partial results (16)
+  int partial_n_min = 0;           // a slice's partial result is M x max(N, this) floats (32)
   std::vector<int> m_axis, n_axis, k_axis;      // the recorded M, N, K, ascending
   long checked_traced_calls = 0;  // traced calls the rule decides, all exact when it was written
 };
