@@ -224,7 +224,8 @@ CublasltPlan cublaslt_plan(std::string_view gpu, const ScaledMmCall& c) {
   }
   // 2. The split rule, anywhere it decides.
   if (rule.split_k > 0) return by_rule();
-  return refuse(fmt::format("not a recorded point, and the split rule does not decide it ({})", rule.why));
+  return refuse(fmt::format("not a recorded point, and the split rule does not decide it ({})",
+                            rule.why));
 }
 
 std::string describe(const CublasltPlan& p) {
