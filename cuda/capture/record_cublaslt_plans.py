@@ -27,7 +27,8 @@ cuBLASLt and, kept out of the tables, the held-out set for the tables' rules. Bo
 Table format: PATH.json holds "axes" m, n, k; "variants" ("<out> <scale> fast<0|1>");
 "fields" and "configs" (the distinct algorithms: algo id, tile, stages, split-K, reduction,
 custom option, cluster, CTA swizzling, inner shape, workspace needed); the provenance; and
-"rules", the no-split rule each variant's points show (no_split_rules). PATH.bin holds, per
+"rules", the no-split rule each variant's points show (no_split_rules, descriptive), and after
+derive_cublaslt_rule.py --write "split_rule", the rule the library decides by. PATH.bin holds, per
 variant in that order, the index into "configs" of every grid point in (m, n, k) order, 65535
 where cuBLASLt returns no algorithm, as runs: (index, count) pairs of little-endian uint16. The library
 builds the tables in sim/data/ into itself (sim/kernel/cublaslt_plan.hpp); a table elsewhere is
@@ -196,7 +197,8 @@ def record_table(plan, path: str, git_rev: str, variants=None, grid: str = "llm"
 def no_split_rules(configs: list, plans: dict, axes=None) -> list:
     """Per variant, the rule its recorded points show with no exception: it never splits, or
     it splits nowhere with M*N above the largest M*N that splits, nor with K below the smallest
-    K that splits (sim/kernel/cublaslt_plan.cpp applies these between recorded points)."""
+    K that splits: a description of the grid only (its K bound is the grid's gap: 1x2160x5280
+    splits); the library decides off the grid by "split_rule" (derive_cublaslt_rule.py)."""
     import array
     fi = FIELDS.index("split_k")
     ms, ns, ks = axes or (M_AXIS, N_AXIS, K_AXIS)
