@@ -248,3 +248,12 @@ TEST_CASE("split rule: what it decides and refuses at the shapes issue 35 names"
   c.m = 87, c.n = 1024, c.k = 9728, c.bias = false, c.scale = "row";  // row scales never split
   CHECK(cublaslt_plan("h200", c).split_k == 1);
 }
+
+TEST_CASE("split rule: shapes far outside the grid neither overflow nor split", "[unit]") {
+  ScaledMmCall c;
+  c.m = 2147483647, c.n = 2147483647, c.k = 2147483647, c.out = "f32";
+  const SplitRuleAnswer a = cublaslt_split_rule(c, cublaslt_split_rule_constants("h100"), {});
+  CHECK(a.split_k == 1);  // the workspace holds no two slices of M x N floats
+  c.m = 1, c.n = 16;      // the split zone, beyond the recorded K: not decided
+  CHECK(cublaslt_split_rule(c, cublaslt_split_rule_constants("h100"), {}).split_k == 0);
+}

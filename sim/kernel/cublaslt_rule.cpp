@@ -113,7 +113,7 @@ SplitRuleAnswer cublaslt_split_rule(const ScaledMmCall& c, const SplitRuleConsta
   //    largest M N that splits on the grid (1 x 129,280), below the smallest that does not
   //    (131,072: 1 x 131072, 2 x 65536, ... 512 x 256).
   const long long partial = static_cast<long long>(c.m) * std::max(c.n, r.partial_n_min);
-  const long long ws_slices = (r.workspace_limit - r.workspace_header) / (4 * partial);
+  const long long ws_slices = (r.workspace_limit - r.workspace_header) / 4 / partial;
   if (ws_slices <= 1)
     return {1, fmt::format("two slices of {} x {} floats do not fit the {}-byte workspace", c.m,
                            std::max(c.n, r.partial_n_min), r.workspace_limit)};
