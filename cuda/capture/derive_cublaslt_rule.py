@@ -20,6 +20,9 @@ sim/kernel/cublaslt_rule.cpp, which reads the constants this writes):
      recorded M, out in turn: the rule must be exact at all of them. (Between two recorded N
      it does not hold: N's divisibility by the tiles changes the plan, e.g. N = 4096 splits
      where 3840 and 4608 do not; nor does "both split alike" carry over, in any direction.)
+  6. a bias: the groups whose traced calls with a bias (any dtype; --traced files recorded with
+     record_cublaslt_plans.py --bias-dtypes) never split otherwise than their twins without one
+     (steps 3 to 5 and the table then answer calls with a bias too; steps 1 and 2 always do).
 Then it runs the rule (rule_split below, the same steps as the C++) over every recorded point,
 with the point's K, then its M, left out of step 5, and over each traced file, and prints per
 variant: exact, wrong, undecided. --write stores the constants in the table's JSON ("split_rule"), which
@@ -201,6 +204,26 @@ def check_table(doc, m, n, k, split, kernel, r) -> dict:
     return res
 
 
+def bias_evidence(paths: list) -> dict:
+    """Per group ('<out> <scale>'), how many traced calls with a bias (of any dtype) have a twin
+    without one (same shape and variant) in the same file, and at how many the split differs."""
+    out: dict = {}
+    for path in paths:
+        with open(path) as f:
+            h = json.load(f)
+        fi = {name: i for i, name in enumerate(h["fields"])}
+        ok = [row for row in h["cases"] if row[fi["error"]] is None]
+        key = lambda row: tuple(row[fi[x]] for x in ("m", "n", "k", "out", "scale", "fast"))  # noqa: E731
+        plain = {key(row): max(1, row[fi["split_k"]] or 1) for row in ok if row[fi["bias"]] is None}
+        for row in ok:
+            if row[fi["bias"]] is None or key(row) not in plain:
+                continue
+            g = f"{row[fi['out']]} {row[fi['scale']]}"
+            calls, changed = out.get(g, (0, 0))
+            out[g] = (calls + 1, changed + (max(1, row[fi["split_k"]] or 1) != plain[key(row)]))
+    return out
+
+
 def report(title: str, res: dict, totals: dict = None) -> int:
     tot = {"exact": 0, "wrong": 0, "undecided": 0}
     print(title)
@@ -229,13 +252,18 @@ def main(argv=None) -> int:
         print(f"derive_cublaslt_rule: {args.table}: {e}", file=sys.stderr)
         return 2
     r = derive(doc, m, n, k, split, ws)
-    r["bias_same_split"] = sorted({group(b["variant"]) for b in doc.get("bias_same_split", [])}
-                                  & set(r["fast_same_split"]))
+    evidence = bias_evidence(args.traced)
+    table_says = {group(b["variant"]) for b in doc.get("bias_same_split", [])}
+    r["bias_same_split"] = sorted(
+        g for g in set(r["fast_same_split"])
+        if (g in evidence and evidence[g][1] == 0) or (g not in evidence and g in table_says))
+    r["bias_pinned_by"] = {g: f"{calls} traced calls with a bias, {changed} split otherwise"
+                           for g, (calls, changed) in sorted(evidence.items())}
     print(f"table {args.table}: {doc['provenance'].get('gpu')}, cuBLASLt "
           f"{doc['provenance'].get('cublaslt_version')}")
     for key in ("fast_same_split", "never_split_scales", "slice_floor_k", "slice_floor_pinned_by",
                 "workspace_limit", "partial_n_min", "workspace_header", "workspace_pinned_by",
-                "bias_same_split"):
+                "bias_same_split", "bias_pinned_by"):
         print(f"  {key}: {r[key]}")
     r_full = dict(r, m_axis=[int(x) for x in m], k_axis=[int(x) for x in k])
     mi = {int(x): i for i, x in enumerate(m)}
