@@ -109,9 +109,9 @@ SplitRuleAnswer cublaslt_split_rule(const ScaledMmCall& c, const SplitRuleConsta
   // 4. The workspace: each slice's partial result is M x max(N, 32) floats in the workspace
   //    torch gives (1 MiB), after a 16-byte header. All 78,641 (H100) and 87,178 (H200) split
   //    points need exactly 4 S M max(N, 32) + 16 (or 20) bytes, and none splits more than
-  //    (1 MiB - 16) / (4 M max(N, 32)) slices. So M max(N, 32) > 131,070 never splits: above the
-  //    largest M N that splits on the grid (1 x 129,280), below the smallest that does not
-  //    (131,072: 1 x 131072, 2 x 65536, ... 512 x 256).
+  //    (1 MiB - 16) / (4 M max(N, 32)) slices. So M max(N, 32) > 131,070 never splits: the
+  //    grid's largest M N that splits is 1 x 129,280, and none of its shapes with M N = 131,072
+  //    (1 x 131072, 2 x 65536, ... 512 x 256) splits at any K.
   const long long partial = static_cast<long long>(c.m) * std::max(c.n, r.partial_n_min);
   const long long ws_slices = (r.workspace_limit - r.workspace_header) / 4 / partial;
   if (ws_slices <= 1)
