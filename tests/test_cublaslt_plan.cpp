@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "kernel/cublaslt_plan.hpp"
+#include "kernel/cublaslt_rule.hpp"
 
 using namespace fp8sim;
 using nlohmann::json;
@@ -93,4 +95,165 @@ TEST_CASE("recorded plans: refusals name the shape, the GPU and both ways out", 
   c.out = "f8";
   CHECK_THROWS_WITH(cublaslt_plan("h100", c), Catch::Contains("out 'f8'"));
   CHECK(recorded_gpus() == std::vector<std::string>{"h100", "h200"});
+}
+
+// ---- the split rule (sim/kernel/cublaslt_rule.hpp) ------------------------------------------
+
+namespace {
+
+struct RuleTally {
+  long exact = 0, wrong = 0, undecided = 0;
+};
+
+const char* const kOuts[] = {"f32", "bf16", "f16"};
+const char* const kScales[] = {"tensor", "row", "block"};
+
+}  // namespace
+
+TEST_CASE("split rule: every recorded point, its K and then its M left out, never wrong",
+          "[golden]") {
+  for (const std::string gpu : {"h100", "h200"}) {
+    const SplitRuleConstants& rule = cublaslt_split_rule_constants(gpu);
+    REQUIRE(rule.slice_floor_k > 0);
+    const auto &ms = rule.m_axis, &ns = rule.n_axis, &ks = rule.k_axis;
+    const std::size_t nm = ms.size(), nn = ns.size(), nk = ks.size();
+    RuleTally t;
+    long bad_shown = 0;
+    for (const char* out : kOuts)
+      for (const char* scale : kScales)
+        for (const bool fast : {false, true}) {
+          ScaledMmCall c;
+          c.out = out, c.scale = scale, c.fast = fast;
+          // The variant's recorded points, read once: [m][n][k].
+          std::vector<RecordedPoint> rec(nm * nn * nk);
+          auto at = [&](std::size_t i, std::size_t j, std::size_t l) -> RecordedPoint& {
+            return rec[(i * nn + j) * nk + l];
+          };
+          for (std::size_t i = 0; i < nm; ++i)
+            for (std::size_t j = 0; j < nn; ++j)
+              for (std::size_t l = 0; l < nk; ++l) {
+                c.m = ms[i], c.n = ns[j], c.k = ks[l];
+                at(i, j, l) = cublaslt_recorded_point(gpu, c);
+              }
+          if (rec[0].split_k < 0) continue;  // a variant not recorded (block scales, fast accum)
+          // The rule's answer with recorded M index `mo` or K index `ko` left out of the grid.
+          std::vector<int> answer(rec.size(), 0);
+          for (const bool leave_k : {true, false}) {
+            for (std::size_t o = 0; o < (leave_k ? nk : nm); ++o) {
+              SplitRuleConstants without = rule;
+              auto& axis = leave_k ? without.k_axis : without.m_axis;
+              axis.erase(axis.begin() + static_cast<long>(o));
+              const RecordedSplit recorded = [&](int m, int n, int k) -> RecordedPoint {
+                const auto i = std::size_t(std::find(ms.begin(), ms.end(), m) - ms.begin());
+                const auto j = std::size_t(std::find(ns.begin(), ns.end(), n) - ns.begin());
+                const auto l = std::size_t(std::find(ks.begin(), ks.end(), k) - ks.begin());
+                if (i == nm || j == nn || l == nk || (leave_k ? l : i) == o) return {};
+                return at(i, j, l);
+              };
+              for (std::size_t p = 0; p < (leave_k ? nm : nk); ++p)
+                for (std::size_t j = 0; j < nn; ++j) {
+                  const std::size_t i = leave_k ? p : o, l = leave_k ? o : p;
+                  const int want = at(i, j, l).split_k;
+                  if (want <= 0) continue;  // cuBLASLt had no algorithm there
+                  c.m = ms[i], c.n = ns[j], c.k = ks[l];
+                  const SplitRuleAnswer a = cublaslt_split_rule(c, without, recorded);
+                  int& got = answer[(i * nn + j) * nk + l];
+                  if (a.split_k == 0 || got < 0) continue;
+                  if (a.split_k == want) {
+                    got = a.split_k;
+                  } else {
+                    got = -1;
+                    if (bad_shown++ < 5)
+                      FAIL_CHECK(fmt::format("{} {}x{}x{} {} {} fast{} ({} left out): rule {} "
+                                             "({}), recorded {}", gpu, c.m, c.n, c.k, out, scale,
+                                             int(fast), leave_k ? "K" : "M", a.split_k, a.why,
+                                             want));
+                  }
+                }
+            }
+          }
+          for (std::size_t x = 0; x < rec.size(); ++x) {
+            if (rec[x].split_k <= 0) continue;
+            t.exact += answer[x] > 0;
+            t.wrong += answer[x] < 0;
+            t.undecided += answer[x] == 0;
+          }
+        }
+    const long points = t.exact + t.wrong + t.undecided;
+    fmt::print("{} recorded points: {} through the rule: {} exact, {} wrong, {} undecided\n", gpu,
+               points, t.exact, t.wrong, t.undecided);
+    CHECK(points == 15 * 26 * 61 * 56 - 3 * 3 * 61 * 56);  // all but block scales' M 1..3
+    CHECK(t.wrong == 0);
+    CHECK(t.undecided * 100 < points * 7);  // the split zone: 6.1% (H100), 6.7% (H200)
+  }
+}
+
+TEST_CASE("split rule: every traced call (held out and at grid points), never wrong", "[golden]") {
+  for (const std::string gpu : {"h100", "h200"}) {
+    const SplitRuleConstants& rule = cublaslt_split_rule_constants(gpu);
+    for (const char* set : {"heldout", "gridcheck"}) {
+      const json traced = read_json(fmt::format("cublaslt_{}_{}.json", set, gpu));
+      const auto fields = traced.at("fields").get<std::vector<std::string>>();
+      auto at = [&](const json& row, const char* name) -> const json& {
+        return row.at(std::find(fields.begin(), fields.end(), name) - fields.begin());
+      };
+      RuleTally t;
+      for (const json& row : traced.at("cases")) {
+        if (!at(row, "error").is_null()) continue;
+        ScaledMmCall c;
+        c.m = at(row, "m").get<int>(), c.n = at(row, "n").get<int>(), c.k = at(row, "k").get<int>();
+        c.out = at(row, "out").get<std::string>();
+        c.scale = at(row, "scale").get<std::string>();
+        c.fast = at(row, "fast").get<bool>();
+        c.bias = !at(row, "bias").is_null();
+        ScaledMmCall plain = c;
+        plain.bias = false;
+        const RecordedSplit recorded = [&](int m, int n, int k) {
+          plain.m = m, plain.n = n, plain.k = k;
+          return cublaslt_recorded_point(gpu, plain);
+        };
+        const int want = std::max(1, at(row, "split_k").get<int>());
+        const SplitRuleAnswer a = cublaslt_split_rule(c, rule, recorded);
+        if (a.split_k == 0) {
+          ++t.undecided;
+        } else if (a.split_k == want) {
+          ++t.exact;
+        } else if (t.wrong++ < 5) {
+          FAIL_CHECK(fmt::format("{} {}x{}x{} {} {} fast{}{}: rule {} ({}), cuBLASLt {}", gpu, c.m,
+                                 c.n, c.k, c.out, c.scale, int(c.fast), c.bias ? " bias" : "",
+                                 a.split_k, a.why, want));
+        }
+      }
+      const long calls = t.exact + t.wrong + t.undecided;
+      fmt::print("{} {}: {} calls through the rule: {} exact, {} wrong, {} undecided\n", gpu, set,
+                 calls, t.exact, t.wrong, t.undecided);
+      CHECK(calls >= 4000);
+      CHECK(t.wrong == 0);
+      CHECK(t.undecided * 100 < calls * 10);  // the split zone: 385 to 436 of 4,646 to 4,950
+    }
+  }
+}
+
+TEST_CASE("split rule: what it decides and refuses at the shapes issue 35 names", "[unit]") {
+  ScaledMmCall c;
+  c.m = 1, c.n = 2160, c.k = 5280, c.out = "bf16", c.fast = true;  // cuBLASLt splits it in two
+  CHECK_THROWS_WITH(cublaslt_plan("h100", c), Catch::Contains("split zone"));
+  c.m = 12, c.n = 3072, c.k = 5312;  // likewise: the old K < 5376 rule answered 1, wrongly
+  CHECK_THROWS_WITH(cublaslt_plan("h100", c), Catch::Contains("split zone"));
+  c.m = 128, c.n = 128, c.k = 256, c.out = "f16", c.bias = true;  // cannot split: K <= 5120
+  const CublasltPlan p = cublaslt_plan("h100", c);
+  CHECK(p.split_k == 1);
+  CHECK(p.source == "rule");
+  CHECK_THAT(p.why, Catch::Contains("5120"));
+  c.m = 87, c.n = 1024, c.k = 9728, c.bias = false, c.scale = "row";  // row scales never split
+  CHECK(cublaslt_plan("h200", c).split_k == 1);
+}
+
+TEST_CASE("split rule: shapes far outside the grid neither overflow nor split", "[unit]") {
+  ScaledMmCall c;
+  c.m = 2147483647, c.n = 2147483647, c.k = 2147483647, c.out = "f32";
+  const SplitRuleAnswer a = cublaslt_split_rule(c, cublaslt_split_rule_constants("h100"), {});
+  CHECK(a.split_k == 1);  // the workspace holds no two slices of M x N floats
+  c.m = 1, c.n = 16;      // the split zone, beyond the recorded K: not decided
+  CHECK(cublaslt_split_rule(c, cublaslt_split_rule_constants("h100"), {}).split_k == 0);
 }

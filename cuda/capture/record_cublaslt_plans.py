@@ -8,6 +8,13 @@ SMs, driver, CUDA, cuBLASLt, torch, date, git revision, seconds taken):
 
     python3 cuda/capture/record_cublaslt_plans.py --table sim/data/cublaslt_plans_h100.json
 
+--outs (default f32,bf16,f16; e4m3 too), --grid zone (a finer grid of the split zone, for study,
+not for sim/data) and, for --traced, --bias-dtypes f32,bf16,f16 (every variant with each bias
+torch allows; its refusals are recorded) widen what is recorded. With --table and --traced
+together it then re-derives the split rule for this GPU (cuda/capture/derive_cublaslt_rule.py
+--write: the constants go into the table's "split_rule" only if the rule is exact at every
+recorded point and traced call it decides).
+
 --traced FILE (with --count N) also runs torch._scaled_mm on N random shapes (M 1..16384; N,
 K from LLM layers or random multiples of 16; none on the table's grid) in every variant, with
 cuBLASLt's trace on (CUBLASLT_LOG_LEVEL=5, in a child process), and writes for each call
@@ -20,7 +27,8 @@ cuBLASLt and, kept out of the tables, the held-out set for the tables' rules. Bo
 Table format: PATH.json holds "axes" m, n, k; "variants" ("<out> <scale> fast<0|1>");
 "fields" and "configs" (the distinct algorithms: algo id, tile, stages, split-K, reduction,
 custom option, cluster, CTA swizzling, inner shape, workspace needed); the provenance; and
-"rules", the no-split rule each variant's points show (no_split_rules). PATH.bin holds, per
+"rules", the no-split rule each variant's points show (no_split_rules, descriptive), and after
+derive_cublaslt_rule.py --write "split_rule", the rule the library decides by. PATH.bin holds, per
 variant in that order, the index into "configs" of every grid point in (m, n, k) order, 65535
 where cuBLASLt returns no algorithm, as runs: (index, count) pairs of little-endian uint16. The library
 builds the tables in sim/data/ into itself (sim/kernel/cublaslt_plan.hpp); a table elsewhere is
@@ -98,8 +106,27 @@ VOCAB = {32000, 128256, 129280, 151936, 256000, 262208}
 N_AXIS = sorted(set(POW2) | {d for ds in LLM_DIMS.values() for d in ds})
 K_AXIS = sorted((set(POW2) | {d for ds in LLM_DIMS.values() for d in ds}) - (VOCAB - {32000}))
 OUTS = ("f32", "bf16", "f16")
-VARIANTS = ([(o, s, fa) for s in ("tensor", "row") for o in OUTS for fa in (False, True)]
-            + [(o, "block", False) for o in OUTS])
+ALL_OUTS = ("f32", "bf16", "f16", "e4m3")  # --outs: e4m3 as torch's float8_e4m3fn output
+
+
+def variants_for(outs) -> list:
+    """(out, scale, fast) for every output type: tensor and row scales with fast accumulation
+    off and on, block scales without (torch refuses fast accumulation with them)."""
+    return ([(o, s, fa) for s in ("tensor", "row") for o in outs for fa in (False, True)]
+            + [(o, "block", False) for o in outs])
+
+
+VARIANTS = variants_for(OUTS)
+
+# --grid zone: the split zone (M*N up to ~130k, K above 5120) of decode-like shapes, finer than
+# the LLM grid, to study how cuBLASLt's split changes between the LLM grid's points
+# (cuda/capture/derive_cublaslt_rule.py; docs/cublaslt.md). Not for sim/data: its axes leave
+# most shapes out. About 82k points a variant.
+ZONE_M = sorted(set(range(1, 17)) | {20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128})
+ZONE_N = sorted(set(range(256, 8193, 256)) | {n for n in N_AXIS if n <= 16384})
+ZONE_K = sorted(set(range(5120, 16385, 512)) | set(range(17408, 32769, 1024))
+                | {k for k in K_AXIS if k > 32768})
+GRIDS = {"llm": (M_AXIS, N_AXIS, K_AXIS), "zone": (ZONE_M, ZONE_N, ZONE_K)}
 FIELDS = ["algo_id", "tile", "stages", "split_k", "reduction", "custom", "cluster", "swizzle",
           "inner_shape", "workspace_size"]
 NONE = 65535
@@ -135,16 +162,18 @@ def provenance(plan, git_rev: str) -> dict:
     return v
 
 
-def record_table(plan, path: str, git_rev: str) -> None:
+def record_table(plan, path: str, git_rev: str, variants=None, grid: str = "llm") -> None:
     prov = provenance(plan, git_rev)
+    prov["grid"] = grid
+    axes = GRIDS[grid]
     configs, index, plans = [], {}, {}
     t0 = time.time()
     n_q = 0
-    for out, scale, fast in VARIANTS:
+    for out, scale, fast in variants or VARIANTS:
         codes = bytearray()
-        for m in M_AXIS:
-            for n in N_AXIS:
-                for k in K_AXIS:
+        for m in axes[0]:
+            for n in axes[1]:
+                for k in axes[2]:
                     n_q += 1
                     try:
                         q = plan.query(m, n, k, out, use_fast_accum=fast, scale_mode=scale)
@@ -162,16 +191,18 @@ def record_table(plan, path: str, git_rev: str) -> None:
     prov["seconds"] = round(time.time() - t0, 1)
     prov["queries"] = n_q
     prov["us_per_query"] = round(1e6 * (time.time() - t0) / max(1, n_q), 1)
-    write_table(path, prov, configs, plans)
+    write_table(path, prov, configs, plans, axes)
 
 
-def no_split_rules(configs: list, plans: dict) -> list:
+def no_split_rules(configs: list, plans: dict, axes=None) -> list:
     """Per variant, the rule its recorded points show with no exception: it never splits, or
     it splits nowhere with M*N above the largest M*N that splits, nor with K below the smallest
-    K that splits (sim/kernel/cublaslt_plan.cpp applies these between recorded points)."""
+    K that splits: a description of the grid only (its K bound is the grid's gap: 1x2160x5280
+    splits); the library decides off the grid by "split_rule" (derive_cublaslt_rule.py)."""
     import array
     fi = FIELDS.index("split_k")
-    pts = [(m, n, k) for m in M_AXIS for n in N_AXIS for k in K_AXIS]
+    ms, ns, ks = axes or (M_AXIS, N_AXIS, K_AXIS)
+    pts = [(m, n, k) for m in ms for n in ns for k in ks]
     rules = []
     for key, codes in plans.items():
         a = array.array("H")
@@ -229,14 +260,14 @@ def run_lengths(codes: bytes) -> bytes:
     return out.tobytes()
 
 
-def write_table(path: str, prov: dict, configs: list, plans: dict) -> None:
+def write_table(path: str, prov: dict, configs: list, plans: dict, axes=None) -> None:
     """The table as sim/kernel/cublaslt_plan.hpp reads it: PATH (.json: axes, variants, configurations,
     provenance, rules) and PATH's .bin (each variant's uint16 configuration indices, M-major,
     then N, then K, in the variants' order, as run_lengths)."""
     doc = {"format": "fp8sim-cublaslt-plans-2", "provenance": prov,
-           "axes": {"m": M_AXIS, "n": N_AXIS, "k": K_AXIS}, "llm_dims": LLM_DIMS,
+           "axes": dict(zip("mnk", axes or (M_AXIS, N_AXIS, K_AXIS))), "llm_dims": LLM_DIMS,
            "variants": list(plans), "fields": FIELDS, "configs": configs, "none": NONE,
-           "rules": no_split_rules(configs, plans)}
+           "rules": no_split_rules(configs, plans, axes)}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         json.dump(doc, f, separators=(",", ":"))
@@ -321,16 +352,27 @@ def compact_traced(cases: list, prov: dict, count: int, seed: int) -> dict:
             "differences": differences}
 
 
+def traced_variants(outs, bias_dtypes) -> list:
+    """The traced calls' variants: every (out, scale, fast) without a bias, and with each of
+    bias_dtypes (torch refuses some: recorded as its error), or by default the two with a bias
+    the tables' bias rule rests on (bf16 tensor fast0 with bf16, f16 row fast1 with f16)."""
+    plain = variants_for(outs)
+    if not bias_dtypes:
+        return plain + [("bf16", "tensor", False, "bf16"), ("f16", "row", True, "f16")]
+    return plain + [v + (b,) for v in plain for b in bias_dtypes]
+
+
 def traced_child(path: str, count: int, seed: int, git_rev: str, log: str,
-                 table_path: str = "") -> int:
+                 table_path: str = "", outs=OUTS, bias_dtypes=()) -> int:
     import torch
     plan = load_plan_module()
     table = plan.load_table(table_path) if table_path else None
     table_checked = table_agree = 0
     dev = torch.device("cuda")
     prov = provenance(plan, git_rev)
-    dt = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
-    variants = VARIANTS + [("bf16", "tensor", False, "bf16"), ("f16", "row", True, "f16")]
+    dt = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
+          "e4m3": torch.float8_e4m3fn}
+    variants = traced_variants(outs, bias_dtypes)
     offset = 0
 
     def log_tail():
@@ -500,7 +542,26 @@ def analyse(table_path: str, heldout_path: str = "") -> None:
           f"{right} right, {wrong} wrong; {len(rows) - right - wrong} left to a recorded point or refusal")
 
 
-def main() -> int:
+def _names(text: str, allowed, what: str) -> tuple:
+    names = tuple(x for x in text.split(",") if x)
+    bad = [x for x in names if x not in allowed]
+    if bad:
+        raise argparse.ArgumentTypeError(f"{what} {','.join(bad)}: expected some of {','.join(allowed)}")
+    return names
+
+
+def out_list(text: str) -> tuple:
+    names = _names(text, ALL_OUTS, "output types")
+    if not names:
+        raise argparse.ArgumentTypeError("output types: none given")
+    return names
+
+
+def bias_list(text: str) -> tuple:
+    return _names(text, ("f32", "bf16", "f16"), "bias dtypes")
+
+
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--table", help="write the grid's table here (.json)")
     ap.add_argument("--traced", help="write traced torch._scaled_mm calls vs query() here (.json)")
@@ -511,14 +572,24 @@ def main() -> int:
                     "random points of TABLE's grid and compare cuBLASLt's trace with the table")
     ap.add_argument("--analyse", metavar="TABLE", help="print the rules a recorded table shows "
                     "(with --traced FILE: how they do on that held-out file); needs no GPU")
+    ap.add_argument("--outs", default=",".join(OUTS), type=out_list,
+                    help="output types to record, of " + ",".join(ALL_OUTS) + " (default %(default)s)")
+    ap.add_argument("--bias-dtypes", default="", type=bias_list,
+                    help="with --traced: every variant also with a bias of each of these dtypes "
+                         "(f32,bf16,f16; default: the two bias variants the tables' bias rule uses)")
+    ap.add_argument("--grid", choices=sorted(GRIDS), default="llm",
+                    help="--table's grid: llm (sim/data's tables) or zone (the split zone, finer)")
+    ap.add_argument("--no-derive", action="store_true",
+                    help="with --table and --traced: do not re-derive the split rule afterwards")
     ap.add_argument("--traced-child", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.analyse:
         analyse(args.analyse, args.traced or "")
         return 0
     if args.traced_child:
         return traced_child(args.traced, args.count, args.seed, args.git_rev,
-                            os.environ["CUBLASLT_LOG_FILE"], args.check_table or "")
+                            os.environ["CUBLASLT_LOG_FILE"], args.check_table or "",
+                            args.outs, args.bias_dtypes)
     rc = 0
     if args.table:
         plan = load_plan_module()
@@ -527,19 +598,32 @@ def main() -> int:
         except plan.PlanUnavailable as e:
             print(e, file=sys.stderr)
             return 2
-        record_table(plan, args.table, args.git_rev)
+        record_table(plan, args.table, args.git_rev, variants_for(args.outs), args.grid)
     if args.traced:
         import tempfile
         log = os.path.join(tempfile.mkdtemp(prefix="fp8sim-lt-"), "cublaslt.log")
         env = dict(os.environ, CUBLASLT_LOG_LEVEL="5", CUBLASLT_LOG_FILE=log)
         rc = subprocess.run([sys.executable, os.path.abspath(__file__), "--traced-child",
                              "--traced", args.traced, "--count", str(args.count),
-                             "--seed", str(args.seed), "--git-rev", git_revision(args.git_rev)]
+                             "--seed", str(args.seed), "--git-rev", git_revision(args.git_rev),
+                             "--outs", ",".join(args.outs), "--bias-dtypes", ",".join(args.bias_dtypes)]
                             + (["--check-table", args.check_table] if args.check_table else []),
                             env=env).returncode
         if args.table and rc == 0:
             bias_evidence(args.table, args.traced)
+            if not args.no_derive and args.grid == "llm":
+                rc = derive_rule(args.table, args.traced)
     return rc
+
+
+def derive_rule(table: str, traced: str) -> int:
+    """cuda/capture/derive_cublaslt_rule.py --write on the new table and held-out set: the split
+    rule's constants re-derived for this GPU and checked (not written if it is wrong anywhere)."""
+    spec = importlib.util.spec_from_file_location(
+        "derive_cublaslt_rule", os.path.join(HERE, "derive_cublaslt_rule.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.main(["--table", table, "--traced", traced, "--write"])
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "kernel/cublaslt_rule.hpp"
 #include "kernel/plan_tables.hpp"
 
 namespace fp8sim {
@@ -28,6 +29,7 @@ struct Table {
   std::vector<std::uint16_t> codes;  // variants x |m| x |n| x |k|, expanded
   std::uint16_t none = 65535;
   std::string name;
+  SplitRuleConstants rule;  // the table's "split_rule" (sim/kernel/cublaslt_rule.hpp)
 };
 
 std::vector<int> ints(const json& j) { return j.get<std::vector<int>>(); }
@@ -46,6 +48,7 @@ Table parse_table(std::string_view name, std::string_view meta, std::string_view
   } catch (const json::exception& e) {
     throw std::invalid_argument(fmt::format("cuBLASLt plan table {}: {}", name, e.what()));
   }
+  t.rule = split_rule_constants(t.meta);
   // The .bin: (code, count) pairs of little-endian uint16, expanding to every grid point.
   const std::size_t points = t.m.size() * t.n.size() * t.k.size() * t.variants.size();
   t.codes.reserve(points);
@@ -100,6 +103,29 @@ int index_of(const std::vector<int>& axis, int v) {
   return it == axis.end() ? -1 : static_cast<int>(it - axis.begin());
 }
 
+// The split and kernel recorded at (m, n, k) of variant v (split -1 off the grid, 0 where
+// cuBLASLt returned no algorithm).
+RecordedPoint point_at(const Table& t, int v, int m, int n, int k) {
+  const int i = index_of(t.m, m), j = index_of(t.n, n), l = index_of(t.k, k);
+  if (v < 0 || i < 0 || j < 0 || l < 0) return {};
+  const std::uint16_t code =
+      t.codes[((std::size_t(v) * t.m.size() + i) * t.n.size() + j) * t.k.size() + l];
+  if (code == t.none) return {0, ""};
+  const json& cfg = t.meta.at("configs").at(code);
+  auto field = [&](const char* name) -> const json& {
+    return cfg.at(std::find(t.fields.begin(), t.fields.end(), name) - t.fields.begin());
+  };
+  return {std::max(1, field("split_k").get<int>()),
+          fmt::format("{} {} {} {} {}", field("algo_id").dump(), field("tile").dump(),
+                      field("stages").dump(), field("custom").dump(), field("cluster").dump())};
+}
+
+int variant_index(const Table& t, const ScaledMmCall& c) {
+  const std::string variant = fmt::format("{} {} fast{}", c.out, c.scale, c.fast ? 1 : 0);
+  const auto it = std::find(t.variants.begin(), t.variants.end(), variant);
+  return it == t.variants.end() ? -1 : static_cast<int>(it - t.variants.begin());
+}
+
 std::string versions_of(const json& p) {
   auto s = [&](const char* key) {
     if (!p.contains(key)) return std::string("?");
@@ -110,6 +136,15 @@ std::string versions_of(const json& p) {
 }
 
 }  // namespace
+
+const SplitRuleConstants& cublaslt_split_rule_constants(std::string_view gpu) {
+  return table_of(gpu).rule;
+}
+
+RecordedPoint cublaslt_recorded_point(std::string_view gpu, const ScaledMmCall& c) {
+  const Table& t = table_of(gpu);
+  return point_at(t, variant_index(t, c), c.m, c.n, c.k);
+}
 
 std::vector<std::string> recorded_gpus() {
   std::vector<std::string> out;
@@ -137,14 +172,30 @@ CublasltPlan cublaslt_plan(std::string_view gpu, const ScaledMmCall& c) {
         "torch._scaled_mm {} ({}{}) on {}: {}; run it on that GPU (CUDA tensors ask cuBLASLt) "
         "or pass split_k (--split-k)", shape, variant, c.bias ? ", bias" : "", t.name, why));
   };
+  const int v = variant_index(t, c);
+  // The split rule (sim/kernel/cublaslt_rule.cpp): at a recorded point the table answers and the
+  // rule is only cross-checked (tests/test_cublaslt_plan.cpp); elsewhere the rule decides or
+  // the call is refused.
+  const SplitRuleAnswer rule = cublaslt_split_rule(
+      c, t.rule, [&](int m, int n, int k) { return point_at(t, v, m, n, k); });
+  auto by_rule = [&]() {
+    p.split_k = rule.split_k;
+    p.reduction = rule.split_k > 1 ? "COMPUTE_TYPE" : "NONE";
+    p.source = "rule";
+    p.why = rule.split_k > 0 && t.rule.checked_traced_calls > 0
+                ? fmt::format("{} (the split rule: exact at all {} traced calls it decides)",
+                              rule.why, t.rule.checked_traced_calls)
+                : rule.why;
+    return p;
+  };
   if (c.bias) {  // the call without a bias, where the traced calls show a bias never changed it
-    bool same = false;
+    bool same = false;  // the traced variant, or it with fast accumulation (never changes it)
     for (const json& b : t.meta.value("bias_same_split", json::array()))
       same = same || b.value("variant", "") == variant;
+    for (const std::string& g : t.rule.bias_same_split) same = same || g == c.out + " " + c.scale;
+    if (!same && rule.split_k > 0) return by_rule();
     if (!same) return refuse("no traced calls show how a bias changes this variant's plan");
   }
-  const auto vit = std::find(t.variants.begin(), t.variants.end(), variant);
-  const int v = vit == t.variants.end() ? -1 : static_cast<int>(vit - t.variants.begin());
   if (v < 0) return refuse("no plans were recorded for this variant");
   // 1. A recorded point.
   const int i = index_of(t.m, c.m), j = index_of(t.n, c.n), l = index_of(t.k, c.k);
@@ -171,28 +222,10 @@ CublasltPlan cublaslt_plan(std::string_view gpu, const ScaledMmCall& c) {
       return refuse(fmt::format("its split-K reduction {} is not modelled", p.reduction));
     return p;
   }
-  // 2. A rule the recordings show, inside the recorded ranges.
-  const auto [mlo, mhi] = std::minmax_element(t.m.begin(), t.m.end());
-  const auto [nlo, nhi] = std::minmax_element(t.n.begin(), t.n.end());
-  const auto [klo, khi] = std::minmax_element(t.k.begin(), t.k.end());
-  if (c.m < *mlo || c.m > *mhi || c.n < *nlo || c.n > *nhi || c.k < *klo || c.k > *khi)
-    return refuse(fmt::format("outside the recorded ranges (M {}..{}, N {}..{}, K {}..{})", *mlo,
-                              *mhi, *nlo, *nhi, *klo, *khi));
-  for (const json& r : t.meta.value("rules", json::array())) {
-    if (r.value("variant", "") != variant) continue;
-    const bool never = r.value("never_splits", false);
-    const long long mn = r.value("no_split_above_mn", -1LL);
-    const int kmin = r.value("no_split_below_k", 0);
-    const bool holds = never || (mn >= 0 && (long long)c.m * c.n > mn) || c.k < kmin;
-    if (!holds) continue;
-    p.source = "rule";
-    p.why = std::string(c.bias ? "a bias never changed this variant's split in the traced calls; " : "") + (never ? fmt::format("no split at any of the {} recorded points of this variant",
-                                r.value("points", 0))
-                  : fmt::format("no recorded point with M*N > {} or K < {} splits ({} points)", mn,
-                                kmin, r.value("points", 0)));
-    return p;
-  }
-  return refuse("not a recorded point, and no rule of the recordings covers it");
+  // 2. The split rule, anywhere it decides.
+  if (rule.split_k > 0) return by_rule();
+  return refuse(fmt::format("not a recorded point, and the split rule does not decide it ({})",
+                            rule.why));
 }
 
 std::string describe(const CublasltPlan& p) {
