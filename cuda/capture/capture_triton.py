@@ -31,6 +31,34 @@ masked, as zeros).
       --upstream sglang=PATH/fp8_kernel.py[,...]
   python3 cuda/capture/capture_triton.py --preset triton-fp8-dot --out DIR [--imprecise none,0,32,128]
 
+Configs (issue 36). By default the block kernel runs under its wrapper's default config and
+the fp8 dot under DOT_CONFIG. --config BM,BN,BK,WARPS,STAGES[,GROUP_M] (or named keys,
+BLOCK_SIZE_M=16,BLOCK_SIZE_N=64,BLOCK_SIZE_K=128,num_warps=4,num_stages=3[,GROUP_SIZE_M=32];
+repeatable) runs every shape under each config given. --triton-config vllm|sglang (block kernel
+only; repeatable) runs each shape under the config that server picks for it on this GPU,
+read from sim/data/triton_configs/<server>/ (the tuned JSON files of the released wheels) as
+the server's wrapper does: file N=..,K=..,device_name=<torch device name, spaces as _>,
+dtype=fp8_w8a8,block_shape=[128,128].json (vLLM; SGLang writes "[128, 128]"), the entry
+whose M key is nearest to M (a tie to the key first in the file: min() keeps the first, and
+every recorded file lists its keys ascending), else the wrapper's default config (read from
+the --upstream file). The server's config is launched through that server's own kernel, so
+--upstream must name it. Served shapes are given as --nk NxK with --m M1,M2,..; each (N, K) draws one A of max(M) rows and one B, and
+every M takes the first M rows, so that one output row is the same input at every M and the
+capture stays small (windows: the first min(M, 2) rows, 4 columns of the first and of the last
+128-column block; --window-rows, --window-cols). Each case records its config
+("launch_config", and "triton_config" as BM,BN,BK,WARPS,STAGES), where it came from
+("config_source") and the instruction the PTX shows ("instruction": wgmma or mma.sync).
+
+  python3 cuda/capture/capture_triton.py --preset triton-w8a8-block-fp8 --out DIR \\
+      --upstream vllm=PATH/fp8_utils.py --upstream sglang=PATH/fp8_kernel.py \\
+      --triton-config vllm --triton-config sglang --served-defaults
+  python3 cuda/capture/capture_triton.py --preset triton-w8a8-block-fp8 --out DIR \\
+      --upstream vllm=PATH/fp8_utils.py --config 16,64,128,4,3 --config 64,128,64,4,3
+
+--served-defaults adds SERVED_NK (DeepSeek-V3's and Qwen3-8B's block-FP8 weight shapes) at
+SERVED_M (the batch sizes of issue 36). --dry-run prints the cases (shape, config, source)
+without a GPU.
+
 --ptx DIR also writes each compiled kernel's PTX and a summary of its loop arithmetic
 (wgmma, fma/mul/add f32, cvt) into DIR (the summary also goes into the manifest).
 --check replays the capture through fp8sim.
@@ -107,6 +135,108 @@ def fp8_dot_kernel(A, B, C, SA, SB, M, N, K,
 
 DOT_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3}
 
+# Served shapes (issue 36): (N, K) of block-FP8 weights, and the batch sizes M.
+SERVED_NK = [
+    # DeepSeek-V3 (hidden 7168): q_a 1536x7168, kv_a 576x7168, q_a+kv_a fused 2112x7168, q_b
+    # 24576x1536, kv_b 32768x512, o 7168x16384, dense gate_up 36864x7168 and down 7168x18432,
+    # shared expert gate_up 4096x7168 and down 7168x2048, o at TP 16 7168x1024.
+    "1536x7168", "576x7168", "2112x7168", "24576x1536", "32768x512", "7168x16384",
+    "36864x7168", "7168x18432", "4096x7168", "7168x2048", "7168x1024",
+    # Qwen3-8B-FP8 (hidden 4096, 32 + 2x8 heads of 128, intermediate 12288): qkv 6144x4096,
+    # o 4096x4096, gate_up 24576x4096, down 4096x12288 (no tuned files: default configs).
+    "6144x4096", "4096x4096", "24576x4096", "4096x12288",
+]
+SERVED_M = [1, 2, 3, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, 1024]
+CONFIG_KEYS = ["BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "num_warps", "num_stages",
+               "GROUP_SIZE_M"]
+DEFAULT_GROUP_M = 32  # both wrappers' default GROUP_SIZE_M (it orders the CTAs, not the sums)
+CONFIG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sim", "data",
+                          "triton_configs")
+
+
+def parse_config(text: str) -> dict:
+    """A --config value as a launch dict: 'BM,BN,BK,WARPS,STAGES[,GROUP_M]' or named keys
+    (CONFIG_KEYS; GROUP_SIZE_M optional). Exits with one line on anything else."""
+    def bad(why):
+        raise SystemExit(f"capture_triton: --config {text!r}: {why} (expected "
+                         "BM,BN,BK,WARPS,STAGES[,GROUP_M] or BLOCK_SIZE_M=..,BLOCK_SIZE_N=..,"
+                         "BLOCK_SIZE_K=..,num_warps=..,num_stages=..[,GROUP_SIZE_M=..])")
+    parts = [p.strip() for p in text.split(",")]
+    if all("=" in p for p in parts):
+        cfg = {}
+        for p in parts:
+            k, v = p.split("=", 1)
+            if k not in CONFIG_KEYS:
+                bad(f"unknown key {k!r}")
+            if k in cfg:
+                bad(f"{k} given twice")
+            cfg[k] = v
+        missing = [k for k in CONFIG_KEYS[:5] if k not in cfg]
+        if missing:
+            bad("missing " + ", ".join(missing))
+    elif any("=" in p for p in parts):
+        bad("mixes positional values and named keys")
+    else:
+        if len(parts) not in (5, 6):
+            bad(f"{len(parts)} values")
+        cfg = dict(zip(CONFIG_KEYS, parts))
+    out = {}
+    for k in CONFIG_KEYS:
+        v = cfg.get(k, str(DEFAULT_GROUP_M))
+        if not re.fullmatch(r"[0-9]+", v) or int(v) < 1 or int(v) > 1024:
+            bad(f"{k} {v!r} is not an integer in 1..1024")
+        out[k] = int(v)
+    for k in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "num_warps"):
+        if out[k] & (out[k] - 1):
+            bad(f"{k} {out[k]} is not a power of two (Triton needs one)")
+    return out
+
+
+def config_text(cfg: dict) -> str:
+    """BM,BN,BK,WARPS,STAGES (the form fp8sim's --triton-config takes)."""
+    return ",".join(str(cfg[k]) for k in CONFIG_KEYS[:5])
+
+
+def config_tag(cfg: dict) -> str:
+    return "m{BLOCK_SIZE_M}n{BLOCK_SIZE_N}k{BLOCK_SIZE_K}w{num_warps}s{num_stages}".format(**cfg)
+
+
+def served_file_name(server: str, N: int, K: int, device_name: str, block=(128, 128)) -> str:
+    """The tuned-config file name the server's get_w8a8_block_fp8_configs opens. vLLM 0.33.0
+    fp8_utils.py: device name with runs of whitespace and '/' as '_' (platform_utils
+    get_device_name_as_file_name), block_shape=[{n},{k}]; SGLang 0.5.23 fp8_kernel.py: spaces
+    as '_', block_shape=[{n}, {k}]."""
+    if server == "vllm":
+        dev = re.sub(r"[\s/]+", "_", device_name)
+        return (f"N={N},K={K},device_name={dev},dtype=fp8_w8a8,"
+                f"block_shape=[{block[0]},{block[1]}].json")
+    dev = device_name.replace(" ", "_")
+    return f"N={N},K={K},device_name={dev},dtype=fp8_w8a8,block_shape=[{block[0]}, {block[1]}].json"
+
+
+def served_config(server: str, N: int, K: int, M: int, device_name: str, default: dict,
+                  default_where: str, block=(128, 128)) -> tuple[dict, str]:
+    """(config, where it came from) as the server's wrapper picks it for this launch: the
+    tuned file's entry nearest to M (ties to the smaller key), else the wrapper's default.
+    SGLang also raises an entry's BLOCK_SIZE_K to block_k when it is smaller and not a divisor
+    of block_k (on CUDA); an entry with keys the kernel path here does not run (SWAP_AB,
+    SPLIT_K: SGLang's Hopper variant) is refused."""
+    name = served_file_name(server, N, K, device_name, block)
+    path = os.path.join(CONFIG_DIR, server, name)
+    if not os.path.exists(path):
+        return dict(default), f"{server} default config ({default_where}; no file {name})"
+    with open(path) as f:
+        table = {int(k): v for k, v in json.load(f).items()}
+    key = min(table.keys(), key=lambda x: abs(x - M))
+    cfg = dict(table[key])
+    extra = sorted(set(cfg) - set(CONFIG_KEYS))
+    if extra:
+        raise SystemExit(f"capture_triton: {name} entry {key}: keys {extra} (SGLang's Hopper "
+                         "variant) are not captured by this script")
+    if server == "sglang" and cfg["BLOCK_SIZE_K"] < block[1] and block[1] % cfg["BLOCK_SIZE_K"]:
+        cfg["BLOCK_SIZE_K"] = block[1]
+    return cfg, f"{server} sim/data/triton_configs/{server}/{name} entry {key}"
+
 
 def parse_shape(s: str) -> tuple[int, int, int]:
     m = re.fullmatch(r"(\d+)x(\d+)x(\d+)", s)
@@ -182,10 +312,9 @@ def launch_block(kernel, flavour: str, config: dict, A, B, As, Bs, C, block=(128
                         Bs.stride(1), Bs.stride(0), **config, **extra)
 
 
-def launch_dot(imprecise, A, B, sa, sb, C):
+def launch_dot(imprecise, A, B, sa, sb, C, cfg=DOT_CONFIG):
     M, K = A.shape
     N = B.shape[0]
-    cfg = DOT_CONFIG
     grid = (triton.cdiv(M, cfg["BLOCK_M"]), triton.cdiv(N, cfg["BLOCK_N"]))
     return fp8_dot_kernel[grid](A, B, C, sa, sb, M, N, K, A.stride(0), A.stride(1),
                                 B.stride(0), B.stride(1), C.stride(0), C.stride(1),
@@ -267,123 +396,278 @@ def save(out: str, name: str, x: np.ndarray) -> str:
     return name
 
 
-def main() -> int:
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", required=True, choices=["triton-w8a8-block-fp8", "triton-fp8-dot"])
     ap.add_argument("--out", required=True)
     ap.add_argument("--upstream", action="append", default=[],
                     help="FLAVOUR=PATH[,repo=R,path=P,version=V,commit=C] (vllm or sglang)")
-    ap.add_argument("--shape", action="append", default=[])
+    ap.add_argument("--shape", action="append", default=[], help="MxNxK (repeatable)")
+    ap.add_argument("--config", action="append", default=[],
+                    help="BM,BN,BK,WARPS,STAGES[,GROUP_M] or BLOCK_SIZE_M=..,.. (repeatable)")
+    ap.add_argument("--triton-config", action="append", default=[], choices=["vllm", "sglang"],
+                    help="the config this server picks per shape (block kernel; repeatable)")
+    ap.add_argument("--nk", action="append", default=[],
+                    help="NxK weight shape served at every --m (repeatable)")
+    ap.add_argument("--m", default="", help="batch sizes for --nk, e.g. 1,2,16 "
+                    "(default: SERVED_M)")
+    ap.add_argument("--served-defaults", action="store_true",
+                    help="add SERVED_NK at SERVED_M (DeepSeek-V3's and Qwen3-8B's weights)")
+    ap.add_argument("--window-rows", type=int, default=2,
+                    help="served captures: D's first rows kept (default 2)")
+    ap.add_argument("--window-cols", type=int, default=4,
+                    help="served captures: columns kept of the first and the last 128-block")
+    ap.add_argument("--device-name", default="",
+                    help="the GPU name the servers' lookup uses (default: torch's; for --dry-run)")
     ap.add_argument("--imprecise", default="none,32,64,128",
                     help="max_num_imprecise_acc values for triton-fp8-dot ('none' = default)")
     ap.add_argument("--seed", type=int, default=26)
     ap.add_argument("--git-revision", default="")
     ap.add_argument("--ptx", default="", help="folder for PTX and its arithmetic summary")
     ap.add_argument("--check", action="store_true")
-    args = ap.parse_args()
+    ap.add_argument("--dry-run", action="store_true",
+                    help="print each shape's launches (config and its source), run nothing")
+    args = ap.parse_args(argv)
+    args.configs = [parse_config(c) for c in args.config]
+    if not 1 <= args.window_rows <= 64 or not 1 <= args.window_cols <= 64:
+        ap.error("--window-rows and --window-cols take 1 to 64")
+    if args.preset == "triton-fp8-dot":
+        if args.triton_config:
+            ap.error("--triton-config picks the block kernel's config (vLLM's and SGLang's "
+                     "files); triton-fp8-dot takes --config")
+        if args.upstream:
+            ap.error("triton-fp8-dot is our own kernel: drop --upstream")
+    elif not args.upstream:
+        ap.error("--upstream FLAVOUR=PATH is required for triton-w8a8-block-fp8")
+    args.flavours = []
+    for spec in args.upstream:
+        flavour, eq, rest = spec.partition("=")
+        if flavour not in UPSTREAM_KERNELS or not eq or not rest:
+            ap.error(f"--upstream {spec!r}: expected vllm=PATH or sglang=PATH[,key=value..]")
+        if flavour in args.flavours:
+            ap.error(f"--upstream {flavour} given twice")
+        args.flavours.append(flavour)
+    for server in args.triton_config:
+        if server not in args.flavours:
+            ap.error(f"--triton-config {server} runs {server}'s kernel: give --upstream "
+                     f"{server}=PATH")
+    if args.triton_config and args.configs:
+        ap.error("--triton-config and --config are separate captures: give one")
+    for s_ in args.shape:
+        parse_shape(s_)
+    nk = list(args.nk) + (SERVED_NK if args.served_defaults else [])
+    args.served = []
+    if args.m and not nk:
+        ap.error("--m goes with --nk or --served-defaults")
+    ms = SERVED_M
+    if args.m:
+        if (not re.fullmatch(r"[0-9]+(,[0-9]+)*", args.m)
+                or min(int(v) for v in args.m.split(",")) < 1):
+            ap.error(f"--m {args.m!r}: expected positive integers separated by commas")
+        ms = [int(v) for v in args.m.split(",")]
+    for i, t in enumerate(nk):
+        mt = re.fullmatch(r"(\d+)x(\d+)", t)
+        if not mt:
+            ap.error(f"--nk {t!r}: expected NxK")
+        args.served.append((i, int(mt.group(1)), int(mt.group(2)), ms))
+    if not args.shape and not args.served:
+        args.shape = DEFAULT_SHAPES
+    return args
+
+
+def launches(args, kernels: dict, device_name: str, M: int, N: int, K: int) -> list:
+    """[(tag, run(A, B, As, Bs, sa, sb, C) -> compiled, case fields)] for one shape."""
+    out = []
+    if args.preset == "triton-w8a8-block-fp8":
+        picks = []  # (tag, flavour, cfg, source)
+        if args.triton_config:
+            for server in args.triton_config:
+                info = kernels[server][1]
+                cfg, src = served_config(server, N, K, M, device_name, info["default_config"],
+                                         f"{info['wrapper']} line {info['default_config_line']}")
+                picks.append((f"{server}_{config_tag(cfg)}", server, cfg, src))
+        elif args.configs:
+            for flavour in args.flavours:
+                for cfg in args.configs:
+                    picks.append((f"{flavour}_{config_tag(cfg)}", flavour, cfg, "--config"))
+        else:
+            for flavour in args.flavours:
+                info = kernels[flavour][1]
+                picks.append((flavour, flavour, info["default_config"],
+                              f"{flavour} default config ({info['wrapper']} line "
+                              f"{info['default_config_line']})"))
+        for tag, flavour, cfg, src in picks:
+            kern, info = kernels[flavour]
+
+            def run(A, B, As, Bs, sa, sb, C, kern=kern, flavour=flavour, cfg=cfg):
+                return launch_block(kern, flavour, cfg, A, B, As, Bs, C)
+            out.append((tag, run, {
+                "kernel": f"{flavour} {info['kernel']} ({info.get('repo', '')} "
+                          f"{info.get('path', '')} {info.get('version', '')} "
+                          f"{info.get('commit', '')}) config " + json.dumps(cfg, sort_keys=True),
+                "kernel_preset": "triton-w8a8-block-fp8", "upstream": flavour,
+                "launch_config": cfg, "triton_config": config_text(cfg), "config_source": src,
+                "scaling": "block", "block": 128, "model": "hopper-wgmma",
+                "promote_every": cfg["BLOCK_SIZE_K"], "scale_order": "deepgemm"}))
+        return out
+    dot_cfgs = ([(config_tag(c), {"BLOCK_M": c["BLOCK_SIZE_M"], "BLOCK_N": c["BLOCK_SIZE_N"],
+                                   "BLOCK_K": c["BLOCK_SIZE_K"], "num_warps": c["num_warps"],
+                                   "num_stages": c["num_stages"]}, c, "--config")
+                 for c in args.configs] or
+                [("", DOT_CONFIG, {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128,
+                                   "num_warps": 4, "num_stages": 3, "GROUP_SIZE_M": 1},
+                  "DOT_CONFIG (cuda/capture/capture_triton.py)")])
+    for v in args.imprecise.split(","):
+        imp = None if v == "none" else int(v)
+        for ctag, dcfg, cfg, src in dot_cfgs:
+            def run(A, B, As, Bs, sa, sb, C, imp=imp, dcfg=dcfg):
+                return launch_dot(imp, A, B, sa, sb, C, dcfg)
+            # Triton on sm_90: None -> 2**30 (never promoted); V <= BLOCK_K -> a partial
+            # accumulator added into the main one every max(V, 32) products (wgmma K = 32).
+            pe = 0 if imp is None else max(32, min(imp, dcfg["BLOCK_K"]))
+            # The kernel preset of each value (sim/kernel/kernel.cpp); below 32 Triton takes
+            # mma.sync on FP16 operands (the case is then relabelled from its PTX, below).
+            preset = ("triton-fp8-dot" if imp is None else
+                      f"triton-fp8-dot-imprecise-acc-{imp}" if imp in (32, 64, 128) else None)
+            out.append((f"imp{v}" + (f"_{ctag}" if ctag else ""), run, {
+                "kernel": f"triton-fp8-dot fp8_dot_kernel (cuda/capture/capture_triton.py) "
+                          f"max_num_imprecise_acc={v} config " + json.dumps(dcfg, sort_keys=True),
+                "kernel_preset": preset, "max_num_imprecise_acc": imp,
+                "launch_config": dcfg, "triton_config": config_text(cfg), "config_source": src,
+                "scaling": "tensor", "model": "hopper-wgmma",
+                "promote_every": pe, "scale_order": "cublaslt"}))
+    return out
+
+
+def served_windows(M: int, N: int, n_rows: int, n_cols: int):
+    """The served captures' windows: the first min(M, n_rows) rows, with the first n_cols
+    columns of the first 128-column block and the last n_cols of the last block."""
+    rows = list(range(min(M, n_rows)))
+    out = [("first", rows, list(range(min(n_cols, N))))]
+    if (N - 1) // 128 > 0:
+        out.append(("last", rows, list(range(max((N - 1) // 128 * 128, N - n_cols), N))))
+    return out
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    shapes = [(parse_shape(s_), None) for s_ in args.shape]
+    for i, N, K, ms in args.served:
+        shapes += [((M, N, K), (i, max(ms))) for M in ms]
+    kernels, upstream = {}, {}
+    for spec in args.upstream:  # the upstream kernels (read with `ast`; no GPU needed)
+        flavour, rest = spec.split("=", 1)
+        path, *meta = rest.split(",")
+        kname, wname = UPSTREAM_KERNELS[flavour]
+        kern, info = load_upstream(path, kname, wname)
+        info.update(dict(m.split("=", 1) for m in meta))
+        upstream[flavour] = info
+        kernels[flavour] = (kern, info)
+    if args.dry_run:
+        device_name = args.device_name or "NVIDIA H100 80GB HBM3"
+        for (M, N, K), _ in shapes:
+            for tag, _, fields in launches(args, kernels, device_name, M, N, K):
+                print(f"{M}x{N}x{K} {tag}: {fields['triton_config']} from "
+                      f"{fields['config_source']}")
+        return 0
     if not torch.cuda.is_available():
         print("capture_triton: no CUDA device", file=sys.stderr)
         return 2
     dev = torch.device("cuda")
+    device_name = args.device_name or torch.cuda.get_device_name(dev)
     os.makedirs(args.out, exist_ok=True)
     if args.ptx:
         os.makedirs(args.ptx, exist_ok=True)
     manifest = provenance(dev)
     manifest.update(git_revision=args.git_revision, seed=args.seed, kernel_preset=args.preset,
-                    generator=f"cuda/capture/capture_triton.py --preset {args.preset}", cases=[])
-
-    variants = []  # (tag, run(A, B, As, Bs, sa, sb, C) -> compiled, case fields)
-    if args.preset == "triton-w8a8-block-fp8":
-        if not args.upstream:
-            raise SystemExit("capture_triton: --upstream FLAVOUR=PATH is required")
-        manifest["upstream"] = {}
-        for spec in args.upstream:
-            flavour, rest = spec.split("=", 1)
-            path, *meta = rest.split(",")
-            kname, wname = UPSTREAM_KERNELS[flavour]
-            kern, info = load_upstream(path, kname, wname)
-            info.update(dict(m.split("=", 1) for m in meta))
-            manifest["upstream"][flavour] = info
-            cfg = info["default_config"]
-
-            def run(A, B, As, Bs, sa, sb, C, kern=kern, flavour=flavour, cfg=cfg):
-                return launch_block(kern, flavour, cfg, A, B, As, Bs, C)
-            variants.append((flavour, run, {
-                "kernel": f"{flavour} {kname} ({info.get('repo', '')} {info.get('path', '')} "
-                          f"{info.get('version', '')} {info.get('commit', '')}) config "
-                          + json.dumps(cfg, sort_keys=True),
-                "kernel_preset": "triton-w8a8-block-fp8", "upstream": flavour,
-                "launch_config": cfg, "scaling": "block", "block": 128,
-                "model": "hopper-wgmma", "promote_every": 128, "scale_order": "deepgemm"}))
+                    generator=f"cuda/capture/capture_triton.py --preset {args.preset}"
+                    + "".join(f" --triton-config {t}" for t in args.triton_config)
+                    + "".join(f" --config {config_text(c)}" for c in args.configs),
+                    device_name_for_lookup=device_name, cases=[])
+    if args.triton_config:
+        manifest["triton_config_files"] = {
+            srv: json.load(open(os.path.join(CONFIG_DIR, srv, "provenance.json")))["version"]
+            for srv in args.triton_config}
+    if upstream:
+        manifest["upstream"] = upstream
     else:
         manifest["launch_config"] = DOT_CONFIG
-        for v in args.imprecise.split(","):
-            imp = None if v == "none" else int(v)
-
-            def run(A, B, As, Bs, sa, sb, C, imp=imp):
-                return launch_dot(imp, A, B, sa, sb, C)
-            # Triton on sm_90: None -> 2**30 (never promoted); V <= BLOCK_K -> a partial
-            # accumulator added into the main one every max(V, 32) products (wgmma K = 32).
-            pe = 0 if imp is None else max(32, min(imp, DOT_CONFIG["BLOCK_K"]))
-            # The kernel preset of each value (sim/kernel/kernel.cpp); below 32 Triton takes mma.sync
-            # on FP16 operands, which no preset models (kernel_preset null).
-            preset = ("triton-fp8-dot" if imp is None else
-                      f"triton-fp8-dot-imprecise-acc-{imp}" if imp in (32, 64, 128) else None)
-            variants.append((f"imp{v}", run, {
-                "kernel": f"triton-fp8-dot fp8_dot_kernel (cuda/capture/capture_triton.py) "
-                          f"max_num_imprecise_acc={v} config "
-                          + json.dumps(DOT_CONFIG, sort_keys=True),
-                "kernel_preset": preset, "max_num_imprecise_acc": imp,
-                "launch_config": DOT_CONFIG, "scaling": "tensor", "model": "hopper-wgmma",
-                "promote_every": pe, "scale_order": "cublaslt"}))
 
     ptx_done: dict = {}
-    shapes = args.shape or DEFAULT_SHAPES
-    for si, shape in enumerate(shapes):
-        M, N, K = parse_shape(shape)
+    drawn: dict = {}   # served (N, K) index -> its operands (A and As of max(M) rows)
+    written: set = set()
+
+    def save_once(name, x):
+        if name not in written:
+            save(args.out, name, x)
+            written.add(name)
+        return name
+
+    for si, ((M, N, K), served) in enumerate(shapes):
         kb, nb = triton.cdiv(K, 128), triton.cdiv(N, 128)
-        g = torch.Generator().manual_seed(args.seed * 1000003 + si)
-        a = (torch.randn((M, K), generator=g) * 2).to(E4M3)
-        b = (torch.randn((N, K), generator=g) * 2).to(E4M3)
-        As = torch.rand((M, kb), generator=g) * 3 + 0.05        # 1x128 activation scales
-        Bs = torch.rand((nb, kb), generator=g) * 3 + 0.05       # 128x128 weight scales
-        sa = torch.rand((1,), generator=g) * 3 + 0.05           # tensor scales (fp8 dot)
-        sb = torch.rand((1,), generator=g) * 3 + 0.05
+        if served is None:
+            g = torch.Generator().manual_seed(args.seed * 1000003 + si)
+            a = (torch.randn((M, K), generator=g) * 2).to(E4M3)
+            b = (torch.randn((N, K), generator=g) * 2).to(E4M3)
+            As = torch.rand((M, kb), generator=g) * 3 + 0.05        # 1x128 activation scales
+            Bs = torch.rand((nb, kb), generator=g) * 3 + 0.05       # 128x128 weight scales
+            sa = torch.rand((1,), generator=g) * 3 + 0.05           # tensor scales (fp8 dot)
+            sb = torch.rand((1,), generator=g) * 3 + 0.05
+        else:
+            idx, m_max = served
+            if idx not in drawn:  # one draw per (N, K): every M takes A's first M rows
+                g = torch.Generator().manual_seed(args.seed * 1000003 + 7919 * (idx + 1))
+                drawn[idx] = ((torch.randn((N, K), generator=g) * 2).to(E4M3),
+                              torch.rand((nb, kb), generator=g) * 3 + 0.05,
+                              torch.rand((1,), generator=g) * 3 + 0.05,
+                              torch.rand((1,), generator=g) * 3 + 0.05,
+                              (torch.randn((m_max, K), generator=g) * 2).to(E4M3),
+                              torch.rand((m_max, kb), generator=g) * 3 + 0.05)
+            b, Bs, sa, sb, a_all, as_all = drawn[idx]
+            a, As = a_all[:M].contiguous(), as_all[:M].contiguous()
         ad, bd, Asd, Bsd, sad, sbd = (x.to(dev) for x in (a, b, As, Bs, sa, sb))
         stem = f"{M}x{N}x{K}"
-        wins = windows(M, N, K)
+        wins = (windows(M, N, K) if served is None else
+                served_windows(M, N, args.window_rows, args.window_cols))
         a_u8, b_u8 = a.view(torch.uint8).numpy(), b.view(torch.uint8).numpy()
         files = {}
         for wname, rows, cols in wins:
+            if served is None:
+                astem, bstem = (f"{stem}_{'full' if wname == 'full' else 'rows'}",
+                                f"{stem}_{wname}")
+            else:  # shared by every M of this (N, K)
+                astem, bstem = f"{N}x{K}_rows{len(rows)}", f"{N}x{K}_{wname}"
             files[wname] = {  # the windows share their rows: one file of A's rows
-                "a": save(args.out, f"{stem}_{'full' if wname == 'full' else 'rows'}_a.npy",
-                          a_u8[rows]),
-                "b": save(args.out, f"{stem}_{wname}_b.npy", b_u8[cols]),
+                "a": save_once(f"{astem}_a.npy", a_u8[rows]),
+                "b": save_once(f"{bstem}_b.npy", b_u8[cols]),
             }
             if args.preset == "triton-w8a8-block-fp8":
                 blk = cols[0] // 128
-                files[wname]["sa"] = save(args.out, f"{stem}_{wname}_sa.npy", As.numpy()[rows])
-                files[wname]["sb"] = save(args.out, f"{stem}_{wname}_sb.npy",
-                                          Bs.numpy()[blk:(cols[-1] // 128) + 1])
+                files[wname]["sa"] = save_once(f"{astem}_sa.npy" if served else
+                                               f"{stem}_{wname}_sa.npy", As.numpy()[rows])
+                files[wname]["sb"] = save_once(f"{bstem}_sb.npy",
+                                               Bs.numpy()[blk:(cols[-1] // 128) + 1])
             else:
-                files[wname]["sa"] = save(args.out, f"{stem}_sa.npy", sa.numpy().reshape(1, 1))
-                files[wname]["sb"] = save(args.out, f"{stem}_sb.npy", sb.numpy().reshape(1, 1))
+                sstem = stem if served is None else f"{N}x{K}"
+                files[wname]["sa"] = save_once(f"{sstem}_sa.npy", sa.numpy().reshape(1, 1))
+                files[wname]["sb"] = save_once(f"{sstem}_sb.npy", sb.numpy().reshape(1, 1))
         first_d = {}  # (out, window) -> (name of d file, array): identical outputs share a file
-        for tag, run, fields in variants:
+        for tag, run, fields in launches(args, kernels, device_name, M, N, K):
             for o, dt in OUT_DTYPES.items():
                 C = torch.empty((M, N), dtype=dt, device=dev)
                 C.fill_(float("nan"))
                 compiled = run(ad, bd, Asd, Bsd, sad, sbd, C)
                 torch.cuda.synchronize()
                 d = C.float().cpu().numpy()
-                if (tag, o) not in ptx_done and compiled is not None:
-                    counts, ptx = ptx_summary(compiled)
+                counts, ptx = ptx_summary(compiled) if compiled is not None else ({}, "")
+                if (tag, o) not in ptx_done:
                     ptx_done[(tag, o)] = counts
                     manifest.setdefault("ptx_summary", {})[f"{tag}_{o}"] = counts
-                    if args.ptx:
+                    if args.ptx and ptx:
                         with open(os.path.join(args.ptx, f"{args.preset}_{tag}_{o}.ptx"), "w") as f:
                             f.write(ptx)
-                counts = ptx_done.get((tag, o), {})
+                instruction = ("wgmma" if counts.get("wgmma.mma_async", 0) > 0 else
+                               "mma.sync" if counts.get("mma.sync", 0) > 0 else "unknown")
                 for wname, rows, cols in wins:
                     dw = d[np.ix_(rows, cols)]
                     name = f"{tag}_{stem}_{wname}_{o}"
@@ -395,27 +679,29 @@ def main() -> int:
                         dfile = save(args.out, f"{name}_d.npy", dw)
                         first_d.setdefault(key, (dfile, dw, name))
                     case = dict(fields)
-                    if counts.get("wgmma.mma_async") == 0 and counts.get("mma.sync", 0) > 0:
+                    if instruction == "mma.sync":
                         # Triton falls back to mma.sync (cvt e4m3x2 -> f16x2, then
-                        # mma.sync.m16n8k16.f32.f16, C chained) when max_num_imprecise_acc < 32
-                        # (lib/Analysis/Utility.cpp supportMMA: "We cannot use MMA_V3 if we need
-                        # to accumulate in F32 within the MMA op"). On the H100 capture of
-                        # 2026-11-24 hopper-mma-f16 then reproduces every output once K is
-                        # taken in each 32 as k%4 in {0,1} for the first k16 and {2,3} for the
-                        # second (the fp8 operand layout); as written here it misses ~0.7%.
-                        case.update(model="hopper-mma-f16", promote_every=0)
+                        # mma.sync.m16n8k16.f32.f16, C chained) when the CTA's M is not a
+                        # multiple of 64 or max_num_imprecise_acc < 32 (lib/Analysis/Utility.cpp
+                        # supportMMA). Its preset is the -mma-f16 variant (issue 36).
+                        base = ("triton-w8a8-block-fp8" if args.preset == "triton-w8a8-block-fp8"
+                                else "triton-fp8-dot")
+                        case.update(kernel_preset=f"{base}-mma-f16", model="hopper-mma-f16",
+                                    promote_every=0)
                     case.update({
                         "name": name, "suite": stem, "a_format": "e4m3", "b_format": "e4m3",
                         "out_type": o, "M": len(rows), "N": len(cols), "K": K,
                         "a": files[wname]["a"], "b": files[wname]["b"], "c": None,
                         "sa": files[wname]["sa"], "sb": files[wname]["sb"], "d": dfile,
                         "shape": [M, N, K], "window": wname,
-                        "rows": span(rows), "cols": span(cols),
+                        "rows": span(rows), "cols": span(cols), "instruction": instruction,
+                        "ptx_counts": {k: v for k, v in counts.items() if k != "wgmma_shapes"},
+                        "mma_shapes": counts.get("wgmma_shapes", []),
                         "bit_identical_to": same_as,
                         "nan_outputs": int(np.isnan(dw).sum()),
                     })
                     manifest["cases"].append(case)
-        print(f"{shape}: {len(manifest['cases'])} cases so far", flush=True)
+        print(f"{M}x{N}x{K}: {len(manifest['cases'])} cases so far", flush=True)
     with open(os.path.join(args.out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     return check(args.out) if args.check else 0
