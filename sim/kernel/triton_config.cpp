@@ -222,7 +222,7 @@ TritonConfig parse_triton_config(std::string_view text) {
       if (!given[i]) bad(fmt::format("{} is missing", kNames[i]));
   } else {
     if (parts.size() != 5 && parts.size() != 6)
-      bad(fmt::format("{} values", parts.size()));
+      bad(fmt::format("{} value{} given, not 5 or 6", parts.size(), parts.size() == 1 ? "" : "s"));
     for (std::size_t i = 0; i < parts.size(); ++i) values[i] = number(kNames[i], parts[i]);
     given[5] = parts.size() == 6;
   }
