@@ -281,7 +281,8 @@ TritonPlan triton_plan(std::string_view spec, int m, int n, int k, std::string_v
         "kernel {} is not a Triton kernel: a Triton config goes with triton-w8a8-block-fp8 or "
         "triton-fp8-dot",
         kernel));
-  if (!gpu.empty() && !gpu_by_name(gpu))
+  const bool server = spec == "vllm" || spec == "sglang";
+  if (!server && !gpu.empty() && !gpu_by_name(gpu))
     throw std::invalid_argument(fmt::format(
         "gpu '{}': Triton's lowering is recorded for sm_90 only (h100, h200)",
         limits::quoted(std::string(gpu))));
@@ -293,7 +294,7 @@ TritonPlan triton_plan(std::string_view spec, int m, int n, int k, std::string_v
   if (const auto at = base.rfind("-imprecise-acc-"); at != std::string_view::npos)
     imprecise = std::atoi(std::string(base.substr(at + 15)).c_str());
   TritonPlan p;
-  if (spec == "vllm" || spec == "sglang") {
+  if (server) {
     if (!block_kernel)
       throw std::invalid_argument(fmt::format(
           "--triton-config {} picks the config of vLLM's and SGLang's block-FP8 kernel "
