@@ -688,6 +688,11 @@ def main(argv=None) -> int:
                                 else "triton-fp8-dot")
                         case.update(kernel_preset=f"{base}-mma-f16", model="hopper-mma-f16",
                                     promote_every=0)
+                    if case.get("max_num_imprecise_acc") is not None and \
+                            case["max_num_imprecise_acc"] < 32:
+                        # fp8sim's triton_config routes by the config alone (imprecise
+                        # accumulation at its default): this case's preset is its own label.
+                        del case["triton_config"]
                     case.update({
                         "name": name, "suite": stem, "a_format": "e4m3", "b_format": "e4m3",
                         "out_type": o, "M": len(rows), "N": len(cols), "K": K,
