@@ -3,11 +3,11 @@
 // by tests/triton_config_golden.py from the released wheels) at every M from 1 to 8192; the
 // lowering rule over every recorded config and against the instruction captured PTX shows;
 // config strings, routing and refusals; the CLI's --triton-config and explain.
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <bit>
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -21,11 +21,11 @@
 
 #include "cli_runner.hpp"
 #include "gemm/gemm.hpp"
+#include "io/npy.hpp"
 #include "kernel/gemm_inputs.hpp"
 #include "kernel/kernel.hpp"
 #include "kernel/triton_config.hpp"
 #include "kernel/triton_config_files.hpp"
-#include "io/npy.hpp"
 #include "test_seed.hpp"
 
 using namespace fp8sim;
@@ -76,17 +76,17 @@ TEST_CASE("vLLM's and SGLang's picks, as their own code makes them, at every M",
       const int lo = run[0], hi = run[1];
       for (int m = lo; m <= hi; ++m) {
         const TritonPlan p = triton_plan(server, m, n, k, gpu);
-        if (fields(p.config) != want || (run[2].is_null() != (p.config_source.find("no tuned file") != std::string::npos))) {
-          FAIL(fmt::format("{} {} M={} N={} K={}: got {} ({}), want {} from {}", server, gpu, m,
-                           n, k, to_string(p.config), p.config_source, run[4].dump(),
-                           run[2].dump()));
+        if (fields(p.config) != want ||
+            (run[2].is_null() != (p.config_source.find("no tuned file") != std::string::npos))) {
+          FAIL(fmt::format("{} {} M={} N={} K={}: got {} ({}), want {} from {}", server, gpu, m, n,
+                           k, to_string(p.config), p.config_source, run[4].dump(), run[2].dump()));
         }
         if (!run[2].is_null()) {
           const std::string file = run[2], entry = fmt::format("entry {} ", run[3].get<int>());
           if (p.config_source.find(file) == std::string::npos ||
               p.config_source.find(entry) == std::string::npos)
-            FAIL(fmt::format("{} M={}: source '{}' does not name {} {}", file, m,
-                             p.config_source, entry, file));
+            FAIL(fmt::format("{} M={}: source '{}' does not name {} {}", file, m, p.config_source,
+                             entry, file));
           ++from_files;
         }
         ++checked;
@@ -105,9 +105,11 @@ TEST_CASE("every recorded file is one the servers read, and only those", "[unit]
   std::set<std::string> opened, built_in;
   for (const json& c : g["cases"])
     for (const json& run : c["runs"])
-      if (!run[2].is_null()) opened.insert(c["server"].get<std::string>() + "/" + run[2].get<std::string>());
+      if (!run[2].is_null())
+        opened.insert(c["server"].get<std::string>() + "/" + run[2].get<std::string>());
   for (const TritonConfigFile& f : builtin_triton_config_files())
-    if (f.name != "provenance.json") built_in.insert(std::string(f.server) + "/" + std::string(f.name));
+    if (f.name != "provenance.json")
+      built_in.insert(std::string(f.server) + "/" + std::string(f.name));
   CHECK(opened == built_in);
   CHECK(built_in.size() == 84);
 }
@@ -122,12 +124,11 @@ TEST_CASE("the lowering rule over every recorded config", "[unit]") {
       const std::string text = fmt::format(
           "BLOCK_SIZE_M={},BLOCK_SIZE_N={},BLOCK_SIZE_K={},num_warps={},num_stages={},"
           "GROUP_SIZE_M={}",
-          e["BLOCK_SIZE_M"].get<int>(), e["BLOCK_SIZE_N"].get<int>(),
-          e["BLOCK_SIZE_K"].get<int>(), e["num_warps"].get<int>(), e["num_stages"].get<int>(),
-          e["GROUP_SIZE_M"].get<int>());
+          e["BLOCK_SIZE_M"].get<int>(), e["BLOCK_SIZE_N"].get<int>(), e["BLOCK_SIZE_K"].get<int>(),
+          e["num_warps"].get<int>(), e["num_stages"].get<int>(), e["GROUP_SIZE_M"].get<int>());
       const TritonConfig c = parse_triton_config(text);
-      const bool v3 = c.block_m % 64 == 0 && c.block_n % 8 == 0 && c.block_k >= 32 &&
-                      c.num_warps % 4 == 0;
+      const bool v3 =
+          c.block_m % 64 == 0 && c.block_n % 8 == 0 && c.block_k >= 32 && c.num_warps % 4 == 0;
       const auto [instruction, why] = triton_lowering(c);
       INFO(f.server << "/" << f.name << " entry " << key << ": " << why);
       CHECK(instruction == (v3 ? "wgmma" : "mma.sync.f16"));
@@ -140,18 +141,19 @@ TEST_CASE("the lowering rule over every recorded config", "[unit]") {
   CHECK(hmma > 100);  // BLOCK_SIZE_M 16 and 32 are common decode choices (issue 36)
 }
 
-TEST_CASE("the lowering rule agrees with the instruction in every captured kernel's PTX", "[unit][golden]") {
+TEST_CASE("the lowering rule agrees with the instruction in every captured kernel's PTX",
+          "[unit][golden]") {
   // cuda/capture/capture_triton.py records the PTX's arithmetic per launch ("ptx_summary",
   // keyed <tag>_<out>: wgmma.mma_async and mma.sync counts) and, since issue 36, per case
   // ("instruction"), next to the config launched ("launch_config"; the fp8 dot's in the
   // manifest) and max_num_imprecise_acc (the dot's tag imp<V>).
   auto config_of = [](const json& lc) {
     const bool block = lc.contains("BLOCK_SIZE_M");
-    return parse_triton_config(fmt::format(
-        "{},{},{},{},{}", lc[block ? "BLOCK_SIZE_M" : "BLOCK_M"].get<int>(),
-        lc[block ? "BLOCK_SIZE_N" : "BLOCK_N"].get<int>(),
-        lc[block ? "BLOCK_SIZE_K" : "BLOCK_K"].get<int>(), lc["num_warps"].get<int>(),
-        lc["num_stages"].get<int>()));
+    return parse_triton_config(
+        fmt::format("{},{},{},{},{}", lc[block ? "BLOCK_SIZE_M" : "BLOCK_M"].get<int>(),
+                    lc[block ? "BLOCK_SIZE_N" : "BLOCK_N"].get<int>(),
+                    lc[block ? "BLOCK_SIZE_K" : "BLOCK_K"].get<int>(), lc["num_warps"].get<int>(),
+                    lc["num_stages"].get<int>()));
   };
   int checked = 0, hmma = 0;
   for (const auto& dir : fs::directory_iterator(test_data() / "hw" / "kernels")) {
@@ -166,10 +168,11 @@ TEST_CASE("the lowering rule agrees with the instruction in every captured kerne
         if (!lc && c["name"].get<std::string>().starts_with(tag + "_")) lc = &c["launch_config"];
       REQUIRE(lc != nullptr);
       int imprecise = 1 << 30;
-      if (tag.starts_with("imp") && tag.substr(3, 4) != "none") imprecise = std::stoi(tag.substr(3));
+      if (tag.starts_with("imp") && tag.substr(3, 4) != "none")
+        imprecise = std::stoi(tag.substr(3));
       const std::string want = counts.value("wgmma.mma_async", 0) > 0 ? "wgmma"
                                : counts.value("mma.sync", 0) > 0      ? "mma.sync.f16"
-                                                                       : "";
+                                                                      : "";
       INFO(dir.path().filename().string() << " " << key);
       REQUIRE(!want.empty());
       CHECK(triton_lowering(config_of(*lc), imprecise).first == want);
@@ -228,16 +231,19 @@ TEST_CASE("config strings: both forms, and one line for anything else", "[unit]"
     CHECK(e.find('\n') == std::string::npos);
   }
   // triton_plan's own refusals.
-  CHECK(error_of([] { triton_plan("vllm", 1, 7168, 1024, "a100"); })
-            .find("gpu 'a100': no recorded vLLM config files") != std::string::npos);
+  CHECK(error_of([] {
+          triton_plan("vllm", 1, 7168, 1024, "a100");
+        }).find("gpu 'a100': no recorded vLLM config files") != std::string::npos);
   CHECK(error_of([] { triton_plan("vllm", 1, 7168, 1024, ""); }).find("give --gpu") !=
         std::string::npos);
-  CHECK(error_of([] { triton_plan("16,64,128,4,3", 1, 7168, 1024, "b200"); })
-            .find("sm_90 only") != std::string::npos);
-  CHECK(error_of([] { triton_plan("sglang", 1, 7168, 1024, "h100", "triton-fp8-dot"); })
-            .find("not of triton-fp8-dot") != std::string::npos);
-  CHECK(error_of([] { triton_plan("", 1, 1, 1, "h100", "cublaslt"); })
-            .find("not a Triton kernel") != std::string::npos);
+  CHECK(error_of([] { triton_plan("16,64,128,4,3", 1, 7168, 1024, "b200"); }).find("sm_90 only") !=
+        std::string::npos);
+  CHECK(error_of([] {
+          triton_plan("sglang", 1, 7168, 1024, "h100", "triton-fp8-dot");
+        }).find("not of triton-fp8-dot") != std::string::npos);
+  CHECK(error_of([] {
+          triton_plan("", 1, 1, 1, "h100", "cublaslt");
+        }).find("not a Triton kernel") != std::string::npos);
   // The device name spelled out is the same GPU.
   CHECK(fields(triton_plan("vllm", 1, 7168, 1024, "NVIDIA H100 80GB HBM3").config) ==
         fields(triton_plan("vllm", 1, 7168, 1024, "h100").config));
@@ -261,12 +267,14 @@ TEST_CASE("a config routes to the preset of its instruction, or is refused", "[u
   CHECK(s.promote_every == 64);
   CHECK(s.k_tile == 64);
   bool hmma_modelled = false;
-  for (const KernelSpec& k : kernel_presets()) hmma_modelled |= k.name == "triton-w8a8-block-fp8-mma-f16";
+  for (const KernelSpec& k : kernel_presets())
+    hmma_modelled |= k.name == "triton-w8a8-block-fp8-mma-f16";
   if (!hmma_modelled) {
     const std::string e = error_of([&] { apply_triton_plan(s, "triton-w8a8-block-fp8", hmma); });
-    CHECK(e == "config 16,64,128,4,3 lowers to FP16 mma.sync on sm_90 (BLOCK_SIZE_M 16 is not a "
-               "multiple of 64), whose numerics (kernel triton-w8a8-block-fp8-mma-f16) are not "
-               "yet modelled");
+    CHECK(e ==
+          "config 16,64,128,4,3 lowers to FP16 mma.sync on sm_90 (BLOCK_SIZE_M 16 is not a "
+          "multiple of 64), whose numerics (kernel triton-w8a8-block-fp8-mma-f16) are not "
+          "yet modelled");
   }
   CHECK(error_of([&] {
           apply_triton_plan(s, "triton-w8a8-block-fp8", triton_plan("64,128,256,4,3", 1, 1, 1, ""));
@@ -278,7 +286,8 @@ TEST_CASE("a config routes to the preset of its instruction, or is refused", "[u
         }).find("promotes every 128 K elements, more than BLOCK_SIZE_K 64") != std::string::npos);
 }
 
-TEST_CASE("the default config and every recorded wgmma config of BLOCK_SIZE_K 128 are the preset", "[unit]") {
+TEST_CASE("the default config and every recorded wgmma config of BLOCK_SIZE_K 128 are the preset",
+          "[unit]") {
   // The preset was captured under the default config (tests/data/hw/kernels/
   // triton_w8a8_block_fp8): the configs that lower the same way, with the same K tile, must
   // give its bits; BLOCK_SIZE_K 64 promotes twice as often and must differ somewhere.
@@ -286,7 +295,9 @@ TEST_CASE("the default config and every recorded wgmma config of BLOCK_SIZE_K 12
   const int M = 5, N = 70, K = 1000;
   std::vector<std::uint8_t> A(M * K), B(N * K);
   for (auto* v : {&A, &B})
-    for (auto& c : *v) do c = std::uint8_t(rng()); while ((c & 0x7f) == 0x7f);
+    for (auto& c : *v) do
+        c = std::uint8_t(rng());
+      while ((c & 0x7f) == 0x7f);
   std::uniform_real_distribution<float> u(0.05f, 3.0f);
   std::vector<float> sa(M * 8), sb(1 * 8);
   for (auto& x : sa) x = u(rng);
@@ -303,22 +314,27 @@ TEST_CASE("the default config and every recorded wgmma config of BLOCK_SIZE_K 12
     return D;
   };
   const std::vector<float> preset = run("");
-  for (const char* c : {"64,128,128,4,2", "64,64,128,4,5", "128,64,128,4,2", "64,256,128,8,3",
-                        "256,64,128,8,5", "BLOCK_SIZE_M=64,BLOCK_SIZE_N=32,BLOCK_SIZE_K=128,"
-                                          "num_warps=4,num_stages=4"})
+  for (const char* c :
+       {"64,128,128,4,2", "64,64,128,4,5", "128,64,128,4,2", "64,256,128,8,3", "256,64,128,8,5",
+        "BLOCK_SIZE_M=64,BLOCK_SIZE_N=32,BLOCK_SIZE_K=128,"
+        "num_warps=4,num_stages=4"})
     CHECK(run(c) == preset);
   CHECK(run("64,128,64,4,3") != preset);
 }
 
 TEST_CASE("fp8sim explain and gemm with --triton-config", "[unit]") {
-  Run r = run_cli("explain --kernel triton-w8a8-block-fp8 --triton-config vllm --m 1 --n 7168 --k 1024");
+  Run r = run_cli(
+      "explain --kernel triton-w8a8-block-fp8 --triton-config vllm --m 1 --n 7168 --k 1024");
   REQUIRE(r.status == 0);
-  CHECK(r.out.starts_with("triton-w8a8-block-fp8 1x7168x1024 on h100\nconfig: BLOCK_SIZE_M 16, "
-                          "BLOCK_SIZE_N 64, BLOCK_SIZE_K 128, GROUP_SIZE_M 1, num_warps 4, "
-                          "num_stages 3 (16,64,128,4,3)\nfrom: vLLM 0.33.0"));
+  CHECK(
+      r.out.starts_with("triton-w8a8-block-fp8 1x7168x1024 on h100\nconfig: BLOCK_SIZE_M 16, "
+                        "BLOCK_SIZE_N 64, BLOCK_SIZE_K 128, GROUP_SIZE_M 1, num_warps 4, "
+                        "num_stages 3 (16,64,128,4,3)\nfrom: vLLM 0.33.0"));
   CHECK(r.out.find("\ninstruction: mma.sync.f16 (BLOCK_SIZE_M 16 is not a multiple of 64") !=
         std::string::npos);
-  r = run_cli("explain --kernel triton-w8a8-block-fp8 --triton-config sglang --m 2 --n 7168 --k 1024 --gpu h200");
+  r = run_cli(
+      "explain --kernel triton-w8a8-block-fp8 --triton-config sglang --m 2 --n 7168 --k 1024 --gpu "
+      "h200");
   REQUIRE(r.status == 0);
   CHECK(r.out.find("\ninstruction: wgmma (") != std::string::npos);
   CHECK(r.out.ends_with("\nkernel: triton-w8a8-block-fp8\n"));
@@ -348,13 +364,15 @@ TEST_CASE("fp8sim explain and gemm with --triton-config", "[unit]") {
   write_npy((dir / "TB.npy").string(), "|u1", {8, 256}, b.data(), b.size());
   write_npy((dir / "TSA.npy").string(), "<f4", {2, 2}, sa.data(), sa.size() * 4);
   write_npy((dir / "TSB.npy").string(), "<f4", {1, 2}, sb.data(), sb.size() * 4);
-  const std::string base = "gemm --a TA.npy --b TB.npy --a-scales TSA.npy --b-scales TSB.npy "
-                           "--scaling block --kernel triton-w8a8-block-fp8 --out TD.npy ";
+  const std::string base =
+      "gemm --a TA.npy --b TB.npy --a-scales TSA.npy --b-scales TSB.npy "
+      "--scaling block --kernel triton-w8a8-block-fp8 --out TD.npy ";
   r = run_cli(base + "--triton-config 64,64,128,4,4");
   CHECK(r.status == 0);
   CHECK(r.err == "fp8sim: triton config 64,64,128,4,4, wgmma (given)\n");
   for (const std::string extra :
-       {"--triton-config 16,64,128,4,3", "--triton-config 16,64,128", "--triton-config 64,64,128,4,4 --gpu h100",
+       {"--triton-config 16,64,128,4,3", "--triton-config 16,64,128",
+        "--triton-config 64,64,128,4,4 --gpu h100",
         "--triton-config 64,64,128,4,4 --promote-every 64", "--triton-config vllm --gpu h300"}) {
     r = run_cli(base + extra);
     INFO(extra << " -> " << r.err);
@@ -363,6 +381,7 @@ TEST_CASE("fp8sim explain and gemm with --triton-config", "[unit]") {
   }
   r = run_cli("gemm --a TA.npy --b TB.npy --triton-config vllm --out TD.npy");
   CHECK(r.status == 2);
-  CHECK(r.err == "fp8sim: error: a Triton config goes with a Triton kernel preset (--kernel "
-                 "triton-w8a8-block-fp8 or triton-fp8-dot)\n");
+  CHECK(r.err ==
+        "fp8sim: error: a Triton config goes with a Triton kernel preset (--kernel "
+        "triton-w8a8-block-fp8 or triton-fp8-dot)\n");
 }

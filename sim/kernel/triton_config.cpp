@@ -249,10 +249,13 @@ std::pair<std::string, std::string> triton_lowering(const TritonConfig& c,
   // decomposeMixedModeDotOp converts both operands to f16 (FpToFpOp) because
   // mmav2SupportsFp8Operands is true only for sm_89 and sm_12x: mma.sync.m16n8k16 f32.f16.
   std::vector<std::string> fails;
-  if (c.block_m % 64) fails.push_back(fmt::format("BLOCK_SIZE_M {} is not a multiple of 64", c.block_m));
-  if (c.block_n % 8) fails.push_back(fmt::format("BLOCK_SIZE_N {} is not a multiple of 8", c.block_n));
-  if (c.block_k < 32) fails.push_back(fmt::format("BLOCK_SIZE_K {} is below 32", c.block_k));
-  if (c.num_warps % 4) fails.push_back(fmt::format("num_warps {} is not a multiple of 4", c.num_warps));
+  auto fail_if = [&](bool failed, std::string why) {
+    if (failed) fails.push_back(std::move(why));
+  };
+  fail_if(c.block_m % 64, fmt::format("BLOCK_SIZE_M {} is not a multiple of 64", c.block_m));
+  fail_if(c.block_n % 8, fmt::format("BLOCK_SIZE_N {} is not a multiple of 8", c.block_n));
+  fail_if(c.block_k < 32, fmt::format("BLOCK_SIZE_K {} is below 32", c.block_k));
+  fail_if(c.num_warps % 4, fmt::format("num_warps {} is not a multiple of 4", c.num_warps));
   if (max_num_imprecise_acc < 32)
     fails.push_back(fmt::format("max_num_imprecise_acc {} is below 32", max_num_imprecise_acc));
   if (fails.empty())
