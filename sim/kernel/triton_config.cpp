@@ -245,6 +245,8 @@ std::pair<std::string, std::string> triton_lowering(const TritonConfig& c,
   // rank-2 dot only when K >= 256 / 8 bits (one k32 wgmma), numWarps % 4 == 0, the CTA's
   // result shape has M % 64 == 0 and N % 8 == 0 (one CTA a CGA: the config's BLOCK_SIZE_M
   // and BLOCK_SIZE_N), and, for FP8 operands with an fp32 result, max_num_imprecise_acc >= 32.
+  // (Some Triton versions ask N % 16: every BLOCK_SIZE_N taken here, a power of two >= 16,
+  // passes both.)
   // Otherwise MMAv2 (supportMMA(op, 2) takes FP8 "promoted to fp16"), and
   // decomposeMixedModeDotOp converts both operands to f16 (FpToFpOp) because
   // mmav2SupportsFp8Operands is true only for sm_89 and sm_12x: mma.sync.m16n8k16 f32.f16.
