@@ -44,8 +44,8 @@ every recorded file lists its keys ascending), else the wrapper's default config
 the --upstream file). The server's config is launched through that server's own kernel, so
 --upstream must name it. Served shapes are given as --nk NxK with --m M1,M2,..; each (N, K) draws one A of max(M) rows and one B, and
 every M takes the first M rows, so that one output row is the same input at every M and the
-capture stays small (windows: the first min(M, 2) rows, 4 columns of the first and of the last
-128-column block; --window-rows, --window-cols). Each case records its config
+capture stays small (one window: the first min(M, 2) rows and the last 8 columns of the last
+128-column block; --window-rows, --window-cols; the manifest written compact). Each case records its config
 ("launch_config", and "triton_config" as BM,BN,BK,WARPS,STAGES), where it came from
 ("config_source") and the instruction the PTX shows ("instruction": wgmma or mma.sync).
 
@@ -415,8 +415,8 @@ def parse_args(argv=None):
                     help="add SERVED_NK at SERVED_M (DeepSeek-V3's and Qwen3-8B's weights)")
     ap.add_argument("--window-rows", type=int, default=2,
                     help="served captures: D's first rows kept (default 2)")
-    ap.add_argument("--window-cols", type=int, default=4,
-                    help="served captures: columns kept of the first and the last 128-block")
+    ap.add_argument("--window-cols", type=int, default=8,
+                    help="served captures: columns kept of the last 128-block (default 8)")
     ap.add_argument("--device-name", default="",
                     help="the GPU name the servers' lookup uses (default: torch's; for --dry-run)")
     ap.add_argument("--imprecise", default="none,32,64,128",
@@ -502,9 +502,8 @@ def launches(args, kernels: dict, device_name: str, M: int, N: int, K: int) -> l
             def run(A, B, As, Bs, sa, sb, C, kern=kern, flavour=flavour, cfg=cfg):
                 return launch_block(kern, flavour, cfg, A, B, As, Bs, C)
             out.append((tag, run, {
-                "kernel": f"{flavour} {info['kernel']} ({info.get('repo', '')} "
-                          f"{info.get('path', '')} {info.get('version', '')} "
-                          f"{info.get('commit', '')}) config " + json.dumps(cfg, sort_keys=True),
+                "kernel": f"{flavour} {info['kernel']} (manifest upstream.{flavour}) config "
+                          + config_text(cfg),
                 "kernel_preset": "triton-w8a8-block-fp8", "upstream": flavour,
                 "launch_config": cfg, "triton_config": config_text(cfg), "config_source": src,
                 "scaling": "block", "block": 128, "model": "hopper-wgmma",
@@ -540,13 +539,10 @@ def launches(args, kernels: dict, device_name: str, M: int, N: int, K: int) -> l
 
 
 def served_windows(M: int, N: int, n_rows: int, n_cols: int):
-    """The served captures' windows: the first min(M, n_rows) rows, with the first n_cols
-    columns of the first 128-column block and the last n_cols of the last block."""
-    rows = list(range(min(M, n_rows)))
-    out = [("first", rows, list(range(min(n_cols, N))))]
-    if (N - 1) // 128 > 0:
-        out.append(("last", rows, list(range(max((N - 1) // 128 * 128, N - n_cols), N))))
-    return out
+    """The served captures' one window: the first min(M, n_rows) rows and the last n_cols
+    columns of the last 128-column block (the masked tile when N % 128 != 0)."""
+    return [("last", list(range(min(M, n_rows))),
+             list(range(max((N - 1) // 128 * 128, N - n_cols), N)))]
 
 
 def main(argv=None) -> int:
@@ -700,7 +696,6 @@ def main(argv=None) -> int:
                         "sa": files[wname]["sa"], "sb": files[wname]["sb"], "d": dfile,
                         "shape": [M, N, K], "window": wname,
                         "rows": span(rows), "cols": span(cols), "instruction": instruction,
-                        "ptx_counts": {k: v for k, v in counts.items() if k != "wgmma_shapes"},
                         "mma_shapes": counts.get("wgmma_shapes", []),
                         "bit_identical_to": same_as,
                         "nan_outputs": int(np.isnan(dw).sum()),
@@ -708,7 +703,13 @@ def main(argv=None) -> int:
                     manifest["cases"].append(case)
         print(f"{M}x{N}x{K}: {len(manifest['cases'])} cases so far", flush=True)
     with open(os.path.join(args.out, "manifest.json"), "w") as f:
-        json.dump(manifest, f, indent=1)
+        if args.served:  # ~1000 cases: one line each
+            f.write(json.dumps({k: v for k, v in manifest.items() if k != "cases"},
+                               indent=1)[:-2] + ',\n "cases": [\n')
+            f.write(",\n".join(json.dumps(c, separators=(",", ":")) for c in manifest["cases"]))
+            f.write("\n ]\n}\n")
+        else:
+            json.dump(manifest, f, indent=1)
     return check(args.out) if args.check else 0
 
 
