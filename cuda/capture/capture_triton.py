@@ -42,11 +42,12 @@ dtype=fp8_w8a8,block_shape=[128,128].json (vLLM; SGLang writes "[128, 128]"), th
 whose M key is nearest to M (a tie to the key first in the file: min() keeps the first, and
 every recorded file lists its keys ascending), else the wrapper's default config (read from
 the --upstream file). The server's config is launched through that server's own kernel, so
---upstream must name it. Served shapes are given as --nk NxK with --m M1,M2,..; each (N, K) draws one A of max(M) rows and one B, and
-every M takes the first M rows, so that one output row is the same input at every M and the
-capture stays small (one window: the first min(M, 2) rows and the last 8 columns of the last
-128-column block; --window-rows, --window-cols; the manifest written compact). Each case records its config
-("launch_config", and "triton_config" as BM,BN,BK,WARPS,STAGES), where it came from
+--upstream must name it. Served shapes are given as --nk NxK with --m M1,M2,..; each (N, K)
+draws one A of max(M) rows and one B, and every M takes the first M rows, so that one output
+row is the same input at every M and the capture stays small (one window: the first min(M, 2)
+rows and the last 8 columns of the last 128-column block; --window-rows, --window-cols; the
+manifest written one line a case). Each case records its config ("launch_config", and
+"triton_config" as BM,BN,BK,WARPS,STAGES), where it came from
 ("config_source") and the instruction the PTX shows ("instruction": wgmma or mma.sync).
 
   python3 cuda/capture/capture_triton.py --preset triton-w8a8-block-fp8 --out DIR \\
@@ -54,6 +55,10 @@ capture stays small (one window: the first min(M, 2) rows and the last 8 columns
       --triton-config vllm --triton-config sglang --served-defaults
   python3 cuda/capture/capture_triton.py --preset triton-w8a8-block-fp8 --out DIR \\
       --upstream vllm=PATH/fp8_utils.py --config 16,64,128,4,3 --config 64,128,64,4,3
+
+--random N draws N shapes, each with its own random config (BLOCK_SIZE_M 16..128, N 32..256,
+K 64 or 128, 4 or 8 warps, 2 to 5 stages; seeded by --seed): issue 36's held-out check, to be
+captured live and kept out of development.
 
 --served-defaults adds SERVED_NK (DeepSeek-V3's and Qwen3-8B's block-FP8 weight shapes) at
 SERVED_M (the batch sizes of issue 36). --dry-run prints the cases (shape, config, source)
@@ -413,6 +418,9 @@ def parse_args(argv=None):
                     "(default: SERVED_M)")
     ap.add_argument("--served-defaults", action="store_true",
                     help="add SERVED_NK at SERVED_M (DeepSeek-V3's and Qwen3-8B's weights)")
+    ap.add_argument("--random", type=int, default=0,
+                    help="N random shapes, each with its own random config (issue 36's "
+                         "held-out check; seeded by --seed)")
     ap.add_argument("--window-rows", type=int, default=2,
                     help="served captures: D's first rows kept (default 2)")
     ap.add_argument("--window-cols", type=int, default=8,
@@ -470,14 +478,45 @@ def parse_args(argv=None):
         if not mt:
             ap.error(f"--nk {t!r}: expected NxK")
         args.served.append((i, int(mt.group(1)), int(mt.group(2)), ms))
+    args.random_configs = []
+    if args.random:
+        if args.configs or args.triton_config or args.shape or args.served:
+            ap.error("--random draws its own shapes and configs: drop --config, "
+                     "--triton-config, --shape, --nk")
+        if not 1 <= args.random <= 1000:
+            ap.error("--random takes 1 to 1000")
+        for shape, cfg in random_cases(args.random, args.seed):
+            args.shape.append(shape)
+            args.random_configs.append(cfg)
     if not args.shape and not args.served:
         args.shape = DEFAULT_SHAPES
     return args
 
 
-def launches(args, kernels: dict, device_name: str, M: int, N: int, K: int) -> list:
-    """[(tag, run(A, B, As, Bs, sa, sb, C) -> compiled, case fields)] for one shape."""
+def random_cases(n: int, seed: int) -> list:
+    """n (MxNxK, config) pairs drawn from `seed`, as issue 36's held-out check asks:
+    BLOCK_SIZE_M in 16..128, BLOCK_SIZE_N in 32..256, BLOCK_SIZE_K 64 or 128, 4 or 8 warps,
+    2 to 5 stages; M 1..333, N 1..1000, K 1..7168 (tails off every tile)."""
+    import random
+    r = random.Random(seed * 7919 + 36)
     out = []
+    for _ in range(n):
+        cfg = {"BLOCK_SIZE_M": r.choice([16, 32, 64, 128]),
+               "BLOCK_SIZE_N": r.choice([32, 64, 128, 256]),
+               "BLOCK_SIZE_K": r.choice([64, 128]), "num_warps": r.choice([4, 8]),
+               "num_stages": r.randint(2, 5), "GROUP_SIZE_M": r.choice([1, 8, 16, 32, 64])}
+        out.append((f"{r.randint(1, 333)}x{r.randint(1, 1000)}x{r.randint(1, 7168)}", cfg))
+    return out
+
+
+def launches(args, kernels: dict, device_name: str, M: int, N: int, K: int,
+             shape_index: int = -1) -> list:
+    """[(tag, run(A, B, As, Bs, sa, sb, C) -> compiled, case fields)] for one shape (the
+    shape_index-th of --shape, whose own config --random drew)."""
+    out = []
+    if args.random_configs and 0 <= shape_index < len(args.random_configs):
+        args = argparse.Namespace(**{**vars(args), "configs": [args.random_configs[shape_index]],
+                                     "random_config_source": True})
     if args.preset == "triton-w8a8-block-fp8":
         picks = []  # (tag, flavour, cfg, source)
         if args.triton_config:
@@ -489,7 +528,9 @@ def launches(args, kernels: dict, device_name: str, M: int, N: int, K: int) -> l
         elif args.configs:
             for flavour in args.flavours:
                 for cfg in args.configs:
-                    picks.append((f"{flavour}_{config_tag(cfg)}", flavour, cfg, "--config"))
+                    picks.append((f"{flavour}_{config_tag(cfg)}", flavour, cfg,
+                                  "--random" if getattr(args, "random_config_source", False)
+                                  else "--config"))
         else:
             for flavour in args.flavours:
                 info = kernels[flavour][1]
@@ -511,7 +552,8 @@ def launches(args, kernels: dict, device_name: str, M: int, N: int, K: int) -> l
         return out
     dot_cfgs = ([(config_tag(c), {"BLOCK_M": c["BLOCK_SIZE_M"], "BLOCK_N": c["BLOCK_SIZE_N"],
                                    "BLOCK_K": c["BLOCK_SIZE_K"], "num_warps": c["num_warps"],
-                                   "num_stages": c["num_stages"]}, c, "--config")
+                                   "num_stages": c["num_stages"]}, c,
+                  "--random" if getattr(args, "random_config_source", False) else "--config")
                  for c in args.configs] or
                 [("", DOT_CONFIG, {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128,
                                    "num_warps": 4, "num_stages": 3, "GROUP_SIZE_M": 1},
@@ -561,8 +603,8 @@ def main(argv=None) -> int:
         kernels[flavour] = (kern, info)
     if args.dry_run:
         device_name = args.device_name or "NVIDIA H100 80GB HBM3"
-        for (M, N, K), _ in shapes:
-            for tag, _, fields in launches(args, kernels, device_name, M, N, K):
+        for i, ((M, N, K), _) in enumerate(shapes):
+            for tag, _, fields in launches(args, kernels, device_name, M, N, K, i):
                 print(f"{M}x{N}x{K} {tag}: {fields['triton_config']} from "
                       f"{fields['config_source']}")
         return 0
@@ -648,7 +690,7 @@ def main(argv=None) -> int:
                 files[wname]["sa"] = save_once(f"{sstem}_sa.npy", sa.numpy().reshape(1, 1))
                 files[wname]["sb"] = save_once(f"{sstem}_sb.npy", sb.numpy().reshape(1, 1))
         first_d = {}  # (out, window) -> (name of d file, array): identical outputs share a file
-        for tag, run, fields in launches(args, kernels, device_name, M, N, K):
+        for tag, run, fields in launches(args, kernels, device_name, M, N, K, si):
             for o, dt in OUT_DTYPES.items():
                 C = torch.empty((M, N), dtype=dt, device=dev)
                 C.fill_(float("nan"))

@@ -128,3 +128,21 @@ def test_capture_script_refuses_bad_arguments(have_triton, args, fragment, tmp_p
     r = _capture("--preset", "triton-fp8-dot", "--out", str(tmp_path), "--dry-run", *args)
     assert r.returncode != 0 and fragment in r.stderr, r.stderr
     assert not os.listdir(tmp_path)
+
+
+def test_capture_script_random_configs(have_triton, tmp_path):
+    # --random N: N shapes, each with its own config in issue 36's ranges, the same per seed.
+    args = ("--preset", "triton-fp8-dot", "--out", str(tmp_path), "--imprecise", "none",
+            "--random", "40", "--seed", "7", "--dry-run")
+    r = _capture(*args)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 40 and lines == _capture(*args).stdout.splitlines()
+    for line in lines:
+        shape, _, config, *source = line.split()
+        m, n, k = map(int, shape.split("x"))
+        bm, bn, bk, warps, stages = map(int, config.split(","))
+        assert 1 <= m <= 333 and 1 <= n <= 1000 and 1 <= k <= 7168
+        assert bm in (16, 32, 64, 128) and bn in (32, 64, 128, 256) and bk in (64, 128)
+        assert warps in (4, 8) and 2 <= stages <= 5 and source == ["from", "--random"]
+    assert len(set(lines)) == 40
