@@ -32,8 +32,7 @@ masked, as zeros).
   python3 cuda/capture/capture_triton.py --preset triton-fp8-dot --out DIR [--imprecise none,0,32,128]
 
 Configs (issue 36; cuda/capture/triton_launch_configs.py). By default the block kernel runs
-under its wrapper's default config and
-the fp8 dot under DOT_CONFIG. --config BM,BN,BK,WARPS,STAGES[,GROUP_M] (or named keys,
+under its wrapper's default config and the fp8 dot under DOT_CONFIG. --config BM,BN,BK,WARPS,STAGES[,GROUP_M] (or named keys,
 BLOCK_SIZE_M=16,BLOCK_SIZE_N=64,BLOCK_SIZE_K=128,num_warps=4,num_stages=3[,GROUP_SIZE_M=32];
 repeatable) runs every shape under each config given. --triton-config vllm|sglang (block kernel
 only; repeatable) runs each shape under the config that server picks for it on this GPU,
