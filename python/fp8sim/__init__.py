@@ -21,7 +21,7 @@ from . import _core
 
 __all__ = [
     "formats", "describe", "encode", "decode", "table", "next_up", "next_down", "ulp",
-    "Quantized", "quantize", "gemm", "kernels", "mma", "models", "sweep", "replay", "probe", "analyze",
+    "Quantized", "quantize", "gemm", "explain", "kernels", "mma", "models", "sweep", "replay", "probe", "analyze",
     "as_array", "ArrayLike", "git_revision",
 ]
 __version__: str = _core.version  # CMakeLists.txt's project VERSION, as `fp8sim --version`
@@ -240,7 +240,8 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None,
          device: Optional[str] = None, threads: Optional[int] = None,
          bias: Optional[ArrayLike] = None, split_k: Optional[int] = None,
          split_k_align: Optional[int] = None, mx_block: Optional[int] = None,
-         mx_scale: Optional[str] = None, kernel: Optional[str] = None) -> _np.ndarray:
+         mx_scale: Optional[str] = None, kernel: Optional[str] = None,
+         config: Optional[str] = None, gpu: Optional[str] = None) -> _np.ndarray:
     """D = A B^T through an accumulator model: the same bits as ``fp8sim gemm``.
 
     ``a`` (M x K) and ``b`` (N x K: each row one column, cuBLASLt's TN) are uint8 codes of
@@ -260,7 +261,12 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None,
     block-scaled model the scales go inside the MMA, not at promotion. ``kernel`` names a
     kernel preset (``kernels()``, ``fp8sim kernels``): it sets the model, the promotion, the
     scale order, the split alignment and the K tail as that kernel does, so those are left
-    out. Operands are not copied; the engine decodes each once.
+    out. With a Triton kernel (``triton-w8a8-block-fp8``, ``triton-fp8-dot``), ``config`` is
+    its launch config, ``"BM,BN,BK,WARPS,STAGES"`` or named keys (``"BLOCK_SIZE_M=16,..."``),
+    or ``"vllm"`` / ``"sglang"`` for the config that server picks for this shape on ``gpu``
+    (``"h100"`` or ``"h200"``; default h100): the config decides what Triton lowers the dot to
+    (``explain``), and one it lowers to an instruction no preset models yet is refused.
+    Operands are not copied; the engine decodes each once.
 
     torch CUDA tensors for ``a`` and ``b`` (and ``c``) run on the CUDA engine on their own
     device and torch's current stream, as device pointers (no copy; they must be
@@ -281,7 +287,8 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None,
                             promote_every=promote_every, scaling=scaling, block=block,
                             scale_order=scale_order, out_type=out_type, threads=threads,
                             split_k=split_k, split_k_align=split_k_align, mx_block=mx_block,
-                            mx_scale=mx_scale, kernel=kernel)
+                            mx_scale=mx_scale, kernel=kernel, triton_config=config,
+                            gpu=gpu)
     if _on_cuda(a) or _on_cuda(b):
         return _gemm_cuda(a, b, c, a_scales, b_scales, bias, options, device)
     if device is not None:
@@ -298,6 +305,22 @@ def _gemm_options(**given) -> "_core.GemmOptions":
         if value is not None:
             setattr(options, name, value)
     return options
+
+
+def explain(m: int, n: int, k: int, kernel: str, config: Optional[str] = None,
+            gpu: str = "h100") -> str:
+    """A Triton kernel preset's launch config for an M x N x K GEMM, where it came from, and
+    the instruction Triton 3.6 lowers it to on sm_90, as ``fp8sim explain --kernel``
+    prints it (``sim/kernel/triton_config.hpp``). ``config``: ``"vllm"`` / ``"sglang"`` (the
+    config that server picks on ``gpu``), ``"BM,BN,BK,WARPS,STAGES"`` or named keys, or None
+    (the kernel's default). Raises ValueError with one line (a bad config, a GPU with no
+    recorded files).
+
+    >>> print(explain(1, 7168, 1024, "triton-w8a8-block-fp8", config="vllm").splitlines()[1])
+    config: BLOCK_SIZE_M 16, BLOCK_SIZE_N 64, BLOCK_SIZE_K 128, GROUP_SIZE_M 1, num_warps 4, num_stages 3 (16,64,128,4,3)
+    """
+    text = _core.triton_plan(kernel, m, n, k, config or "", gpu)[5]
+    return f"{kernel} {m}x{n}x{k} on {gpu}\n{text}"
 
 
 def kernels() -> list[tuple[str, str, str, str, str, str]]:

@@ -155,12 +155,14 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c: Optional[torch.Tensor] = None,
          scale_order: Optional[str] = None, out_type: Optional[str] = None,
          threads: Optional[int] = None, bias: Optional[torch.Tensor] = None,
          split_k: Optional[int] = None, split_k_align: Optional[int] = None,
-         kernel_preset: Optional[str] = None) -> torch.Tensor:
+         kernel_preset: Optional[str] = None, triton_config: Optional[str] = None,
+         gpu: Optional[str] = None) -> torch.Tensor:
     """``fp8sim.gemm`` as a torch op: A (M x K) and B (N x K) uint8 codes -> float32 M x N;
     every keyword as ``fp8sim.gemm``'s (None: the library's default). ``kernel_preset`` names
     a kernel preset (``fp8sim.kernels()``), which sets the model, promotion, scale order and
     split alignment (those stay None then). (Not ``kernel``: Inductor's fallback lowering
-    takes that name for itself.)
+    takes that name for itself.) ``triton_config`` and ``gpu`` are ``fp8sim.gemm``'s
+    ``config`` and ``gpu`` for a Triton kernel preset.
 
     >>> a = torch.full((1, 32), 0x38, dtype=torch.uint8)  # e4m3 1.0
     >>> torch.ops.fp8sim.gemm(a, a).item()
@@ -171,14 +173,16 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c: Optional[torch.Tensor] = None,
                     promote_every, a_scales, b_scales, scaling or None, block, scale_order,
                     out_type, None if on_cuda else "cpu", None if on_cuda else threads,
                     bias=bias, split_k=split_k, split_k_align=split_k_align,
-                    kernel=kernel_preset or None)
+                    kernel=kernel_preset or None, config=triton_config or None,
+                    gpu=gpu or None)
     return d if on_cuda else torch.from_numpy(d)
 
 
 @gemm.register_fake
 def _(a, b, c=None, a_scales=None, b_scales=None, a_format=None, b_format=None, model=None,
       promote_every=None, scaling=None, block=None, scale_order=None, out_type=None,
-      threads=None, bias=None, split_k=None, split_k_align=None, kernel_preset=None):
+      threads=None, bias=None, split_k=None, split_k_align=None, kernel_preset=None,
+      triton_config=None, gpu=None):
     torch._check(a.dim() == 2 and b.dim() == 2 and a.shape[1] == b.shape[1])
     return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.float32)
 

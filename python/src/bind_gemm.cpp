@@ -18,6 +18,7 @@
 #include "gemm/gemm_device.hpp"
 #include "kernel/gemm_inputs.hpp"
 #include "kernel/kernel.hpp"
+#include "kernel/triton_config.hpp"
 
 namespace fp8sim::py {
 namespace {
@@ -53,10 +54,11 @@ nb::ndarray<nb::numpy, float> run_gemm(const AnyArray& a, const AnyArray& b,
                                        const std::optional<AnyArray>& b_scales,
                                        const std::optional<AnyArray>& bias,
                                        const GemmOptions& g) {
-  const GemmSpec s = gemm_spec(g, a_scales.has_value(), b_scales.has_value());
+  GemmSpec s = gemm_spec(g, a_scales.has_value(), b_scales.has_value());
   const View A = view(a, "a", "|u1", 2), B = view(b, "b", "|u1", 2);
   const std::size_t M = A.shape[0], K = A.shape[1], N = B.shape[0];
   check_gemm_problem("a", "b", M, K, N, B.shape[1]);
+  apply_triton_config(s, g, int(M), int(N), int(K));
   std::span<const float> C;
   if (c) {
     const View v = view(*c, "c", "<f4");
@@ -81,10 +83,11 @@ void run_gemm_cuda(const CudaArray& a, const CudaArray& b, const std::optional<C
                    CudaOut& d, const std::optional<AnyArray>& a_scales,
                    const std::optional<AnyArray>& b_scales, const std::optional<AnyArray>& bias,
                    const GemmOptions& g, std::uintptr_t stream) {
-  const GemmSpec s = gemm_spec(g, a_scales.has_value(), b_scales.has_value());
+  GemmSpec s = gemm_spec(g, a_scales.has_value(), b_scales.has_value());
   const View A = view(a, "a", "|u1", 2), B = view(b, "b", "|u1", 2);
   const std::size_t M = A.shape[0], K = A.shape[1], N = B.shape[0];
   check_gemm_problem("a", "b", M, K, N, B.shape[1]);
+  apply_triton_config(s, g, int(M), int(N), int(K));
   const int device = a.device_id();
   auto same_device = [&](int id, const char* what) {
     if (id != device)
@@ -211,7 +214,26 @@ void bind_gemm(nb::module_& m) {
       .def_rw("split_k_align", &GemmOptions::split_k_align)
       .def_rw("mx_block", &GemmOptions::mx_block)
       .def_rw("mx_scale", &GemmOptions::mx_scale)
-      .def_rw("kernel", &GemmOptions::kernel);
+      .def_rw("kernel", &GemmOptions::kernel)
+      .def_rw("triton_config", &GemmOptions::triton_config)
+      .def_rw("gpu", &GemmOptions::gpu);
+  m.def(
+      "triton_plan",
+      [](const std::string& kernel, int m, int n, int k, const std::string& config,
+         const std::string& gpu) {
+        kernel_by_name(kernel);
+        const TritonPlan p = triton_plan(config, m, n, k, gpu, kernel);
+        const TritonConfig& c = p.config;
+        return std::make_tuple(std::make_tuple(c.block_m, c.block_n, c.block_k, c.group_m,
+                                               c.num_warps, c.num_stages),
+                               p.config_source, p.instruction, p.why,
+                               triton_kernel_for(kernel, p), describe(p, kernel));
+      },
+      nb::arg("kernel"), nb::arg("m"), nb::arg("n"), nb::arg("k"), nb::arg("config"),
+      nb::arg("gpu"),
+      "A Triton kernel's config for one GEMM and what Triton lowers it to "
+      "(sim/kernel/triton_config.hpp): ((BM, BN, BK, GROUP_M, WARPS, STAGES), source, "
+      "instruction, why, routed preset, text).");
   m.def("gemm", &run_gemm, nb::arg("a"), nb::arg("b"), nb::arg("c").none(),
         nb::arg("a_scales").none(), nb::arg("b_scales").none(), nb::arg("bias").none(),
         nb::arg("options"), "D = A B^T through an accumulator model, as `fp8sim gemm`.");

@@ -16,6 +16,7 @@
 #include "gemm/gemm.hpp"
 #include "kernel/gemm_inputs.hpp"
 #include "kernel/kernel.hpp"
+#include "kernel/triton_config.hpp"
 #include "io/npy.hpp"
 
 namespace fp8sim::cli {
@@ -24,7 +25,6 @@ namespace {
 struct GemmArgs : GemmOptions {
   std::string a, b, c, a_scales, b_scales, bias;
   std::string out = "D.npy";
-  std::string gpu;              // look cuBLASLt's split up for this recorded GPU
   bool split_k_given = false;
 };
 
@@ -33,7 +33,8 @@ ScaledMmCall scaled_mm_call(const GemmSpec& s, const std::string& kernel, std::s
                             std::size_t N, std::size_t K, bool bias) {
   if (kernel != "cublaslt" && kernel != "cublaslt-fast-accum")
     throw std::invalid_argument(
-        "--gpu looks up cuBLASLt's split-K: give --kernel cublaslt or cublaslt-fast-accum");
+        "--gpu looks up cuBLASLt's split-K (--kernel cublaslt or cublaslt-fast-accum) or a "
+        "server's Triton config (a Triton --kernel with --triton-config vllm or sglang)");
   ScaledMmCall c;
   c.m = int(M);
   c.n = int(N);
@@ -55,7 +56,12 @@ std::vector<float> scale_array(NpyReader& r, const GemmSpec& s, std::size_t rows
 
 void run_gemm(const GemmArgs& g) {
   GemmSpec s = gemm_spec(g, !g.a_scales.empty(), !g.b_scales.empty());
-  if (!g.gpu.empty() && g.split_k_given)
+  const bool triton = is_triton_kernel(g.kernel);
+  if (triton && !g.gpu.empty() && g.triton_config != "vllm" && g.triton_config != "sglang")
+    throw std::invalid_argument(
+        "--gpu with a Triton kernel names the GPU whose server config is looked up: give "
+        "--triton-config vllm or sglang, or drop --gpu");
+  if (!triton && !g.gpu.empty() && g.split_k_given)
     throw std::invalid_argument("--gpu looks the split up: drop --split-k, or --gpu");
   // 1. Both headers and every check on them before any data is read.
   NpyReader ra(g.a), rb(g.b);
@@ -63,7 +69,10 @@ void run_gemm(const GemmArgs& g) {
   rb.expect("|u1", {0, 0});
   const std::size_t M = ra.shape()[0], K = ra.shape()[1], N = rb.shape()[0];
   check_gemm_problem(g.a, g.b, M, K, N, rb.shape()[1]);
-  if (!g.gpu.empty()) {
+  if (const auto p = apply_triton_config(s, g, int(M), int(N), int(K)))
+    std::fprintf(stderr, "fp8sim: triton config %s, %s (%s)\n", to_string(p->config).c_str(),
+                 p->instruction.c_str(), p->config_source.c_str());
+  if (!triton && !g.gpu.empty()) {
     const CublasltPlan p =
         cublaslt_plan(g.gpu, scaled_mm_call(s, g.kernel, M, N, K, !g.bias.empty()));
     s.split_k = p.split_k;
@@ -137,9 +146,15 @@ void add_gemm_commands(CLI::App& app) {
                      "K slices reduced in fp32, as cuBLASLt's numSplitsK (slices of "
                      "ceil(K/S) rounded up to --split-k-align)", 1, limits::kMaxDim)
       ->each([g](const std::string&) { g->split_k_given = true; });
+  cmd->add_option("--triton-config", g->triton_config,
+                  "With a Triton --kernel: the launch config, BM,BN,BK,WARPS,STAGES or named "
+                  "keys (BLOCK_SIZE_M=..), or vllm | sglang for the one that server picks for "
+                  "this shape on --gpu; it decides the instruction (see `fp8sim explain`)");
   cmd->add_option("--gpu", g->gpu,
                   "With --kernel cublaslt[-fast-accum]: the split-K cuBLASLt runs on this "
-                  "recorded GPU (h100, h200; see `fp8sim explain`), in place of --split-k");
+                  "recorded GPU (h100, h200; see `fp8sim explain`), in place of --split-k; "
+                  "with --triton-config vllm|sglang: the GPU whose tuned files are read "
+                  "(default h100)");
   add_integer_option(cmd, "--split-k-align", g->split_k_align,
                      "Slice lengths round up to a multiple of this (cuBLASLt: 128; its "
                      "block-scaled kernels: 512)", 1, limits::kMaxDim);
@@ -151,10 +166,19 @@ void add_gemm_commands(CLI::App& app) {
 
   auto e = std::make_shared<ScaledMmCall>();
   auto egpu = std::make_shared<std::string>("h100");
+  auto ekernel = std::make_shared<std::string>();
+  auto econfig = std::make_shared<std::string>();
   auto* explain = app.add_subcommand(
       "explain", "The plan cuBLASLt runs for one torch._scaled_mm call on a recorded GPU "
-                 "(split-K, reduction, tile), from the recorded tables or their rules; exit 2 "
-                 "where they cannot decide");
+                 "(split-K, reduction, tile), from the recorded tables or their rules; or, "
+                 "with a Triton --kernel, its config and the instruction Triton lowers it to; "
+                 "exit 2 where they cannot decide");
+  explain->add_option("--kernel", *ekernel,
+                      "cublaslt (the default), cublaslt-fast-accum, or a Triton kernel preset "
+                      "(triton-w8a8-block-fp8, triton-fp8-dot, ...)");
+  explain->add_option("--triton-config", *econfig,
+                      "With a Triton --kernel: vllm | sglang (the config that server picks), "
+                      "or BM,BN,BK,WARPS,STAGES or named keys (default: the kernel's own)");
   add_integer_option(explain, "--m", e->m, "Rows of a (tokens)", 1, limits::kMaxDim)->required();
   add_integer_option(explain, "--n", e->n, "Columns of b", 1, limits::kMaxDim)->required();
   add_integer_option(explain, "--k", e->k, "The reduction length", 1, limits::kMaxDim)->required();
@@ -164,8 +188,26 @@ void add_gemm_commands(CLI::App& app) {
   explain->add_flag("--bias", e->bias, "A bias in the call");
   explain->add_option("--gpu", *egpu, "A recorded GPU (h100, h200) or a table's .json path")
       ->capture_default_str();
-  explain->callback([e, egpu] {
+  explain->callback([e, egpu, ekernel, econfig] {
+    if (is_triton_kernel(*ekernel)) {
+      kernel_by_name(*ekernel);  // a known preset
+      if (e->fast || e->bias || e->scale != ScaledMmCall{}.scale || e->out != ScaledMmCall{}.out)
+        throw std::invalid_argument(
+            "--fast-accum, --bias, --scaling and --out-type describe a torch._scaled_mm call: "
+            "drop them with a Triton kernel");
+      const TritonPlan p = triton_plan(*econfig, e->m, e->n, e->k, *egpu, *ekernel);
+      fmt::print("{} {}x{}x{} on {}\n{}\n", *ekernel, e->m, e->n, e->k, *egpu,
+                 describe(p, *ekernel));
+      return;
+    }
+    if (!econfig->empty())
+      throw std::invalid_argument("--triton-config goes with a Triton --kernel");
+    if (!ekernel->empty() && *ekernel != "cublaslt" && *ekernel != "cublaslt-fast-accum")
+      throw std::invalid_argument(fmt::format(
+          "explain --kernel {}: explain knows cuBLASLt's plans (cublaslt, cublaslt-fast-accum) "
+          "and Triton kernels' configs", *ekernel));
     ScaledMmCall c = *e;
+    if (*ekernel == "cublaslt-fast-accum") c.fast = true;
     if (c.out == "fp32") c.out = "f32";
     if (c.out == "fp16") c.out = "f16";
     fmt::print("{}\n", describe(cublaslt_plan(*egpu, c)));

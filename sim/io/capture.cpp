@@ -13,6 +13,7 @@
 #include "kernel/gemm_inputs.hpp"
 #include "io/input_file.hpp"
 #include "kernel/kernel.hpp"
+#include "kernel/triton_config.hpp"
 #include "base/limits.hpp"
 #include "io/npy.hpp"
 #include "io/output_file.hpp"
@@ -241,11 +242,19 @@ CaptureCase read_case(const std::string& dir, const json& j, Where w) {
   s.split_k = find(j, "split_k") ? int(get_int(j["split_k"], "split_k", w, 1, limits::kMaxDim, "kMaxDim")) : 1;
   s.split_k_align = find(j, "split_k_align") ? int(get_int(j["split_k_align"], "split_k_align", w, 1, limits::kMaxDim, "kMaxDim")) : 128;
   cs.kernel_preset = opt_string(j, "kernel_preset", w, "");
+  cs.triton_config = opt_string(j, "triton_config", w, "");
+  if (!cs.triton_config.empty() && !is_triton_kernel(cs.kernel_preset))
+    w.fail("triton_config goes with a Triton kernel_preset");
   if (!cs.kernel_preset.empty()) {
     spec_call([&] {
       const KernelSpec& k = kernel_by_name(cs.kernel_preset);
       apply_kernel(s, k);
       cs.model = k.model;
+      if (!cs.triton_config.empty()) {  // the config as launched: it routes and sets the tile
+        const TritonPlan p = triton_plan(cs.triton_config, 0, 0, 0, "", cs.kernel_preset);
+        apply_triton_plan(s, cs.kernel_preset, p);
+        cs.model = s.model.name;
+      }
       return 0;
     });
   }
@@ -443,6 +452,7 @@ void write_capture(const std::string& dir, const Capture& cap) {
                     {"M", c.M}, {"N", c.N}, {"K", c.K}, {"a", a}, {"b", b}};
     jc["c"] = save_f32("_c.npy", c.c, {M, N});
     if (!c.kernel_preset.empty()) jc["kernel_preset"] = c.kernel_preset;
+    if (!c.triton_config.empty()) jc["triton_config"] = c.triton_config;
     if (c.spec.split_k > 1) jc["split_k"] = c.spec.split_k;
     if (c.spec.split_k_align != 128) jc["split_k_align"] = c.spec.split_k_align;
     if (!c.bias.empty()) jc["bias"] = save_f32("_bias.npy", c.bias, {N});

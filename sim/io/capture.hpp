@@ -18,7 +18,9 @@
 //   seed, self_test, split_k (1), split_k_align (128), bias may be absent; other keys are
 //   ignored. Paths are relative to DIR. "kernel_preset" (optional) names a kernel preset
 //   (sim/kernel/kernel.hpp), which then sets model, promote_every, scale_order, the K tile and
-//   split_k_align in place of those keys.
+//   split_k_align in place of those keys; with a Triton preset, "triton_config" (optional) the
+//   config it was launched with (sim/kernel/triton_config.hpp), which routes the preset by the
+//   instruction Triton lowers that config to and sets the promotion and K tile.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +48,9 @@ struct CaptureCase {
   std::vector<float> d_prefix;          // prefix_k.size() x M x N
   std::string kernel_preset;            // a kernel preset (sim/kernel/kernel.hpp) that sets model,
                                         // promotion, scale order, K tile and split alignment
+  std::string triton_config;            // with a Triton kernel_preset: the config it was launched
+                                        // with (BM,BN,BK,WARPS,STAGES; triton_config.hpp), which
+                                        // routes the preset and sets promotion and K tile
   // The files the manifest names for a, b, c, sa, sb, bias, d, d_prefix ("" where absent):
   // DIR joined with a path checked to stay inside DIR (read_capture_manifest).
   struct Files {

@@ -10,6 +10,7 @@
 #include "io/capture.hpp"
 #include "gemm/gemm.hpp"
 #include "kernel/kernel.hpp"
+#include "kernel/triton_config.hpp"
 #include "base/limits.hpp"
 #include "base/parallel.hpp"
 #include "io/std_streams.hpp"
@@ -34,6 +35,10 @@ GemmSpec case_spec(const Capture& cap, const CaptureCase& cs, const ReplayOption
       const KernelSpec& k = kernel_by_name(o.kernel);
       apply_kernel(s, k);
       if (o.model.empty()) model = k.model;
+      if (!cs.triton_config.empty() && is_triton_kernel(o.kernel)) {  // as it was launched
+        apply_triton_plan(s, o.kernel, triton_plan(cs.triton_config, 0, 0, 0, "", o.kernel));
+        if (o.model.empty()) model = s.model.name;
+      }
     }
     if (model.empty()) fail(cap, cs, "model is null (unknown): pass --model or --kernel");
     s.model = accumulator_by_name(model);

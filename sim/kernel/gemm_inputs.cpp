@@ -65,7 +65,21 @@ GemmSpec gemm_spec(const GemmOptions& o, bool have_a_scales, bool have_b_scales)
             k.name, name));
     apply_kernel(s, k);
   }
+  if (!o.triton_config.empty() && !is_triton_kernel(o.kernel))
+    throw std::invalid_argument(fmt::format(
+        "a Triton config goes with a Triton kernel preset (--kernel triton-w8a8-block-fp8 or "
+        "triton-fp8-dot){}",
+        o.kernel.empty() ? std::string() : fmt::format(", not {}", o.kernel)));
   return s;
+}
+
+std::optional<TritonPlan> apply_triton_config(GemmSpec& s, const GemmOptions& o, int M, int N,
+                                              int K) {
+  if (o.triton_config.empty()) return std::nullopt;
+  const TritonPlan p =
+      triton_plan(o.triton_config, M, N, K, o.gpu.empty() ? "h100" : o.gpu, o.kernel);
+  apply_triton_plan(s, o.kernel, p);
+  return p;
 }
 
 bool is_engine_scaling(std::string_view name) {

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,6 +16,7 @@
 
 #include "format/format.hpp"
 #include "gemm/gemm.hpp"
+#include "kernel/triton_config.hpp"
 
 namespace fp8sim {
 
@@ -44,12 +46,23 @@ struct GemmOptions {
   std::string kernel;       // a kernel preset (sim/kernel/kernel.hpp): sets model, promote_every,
                             // scale_order, split_k_align and the K tile, which must then be
                             // left at their defaults
+  std::string triton_config;  // with a Triton kernel preset: vllm | sglang | BM,BN,BK,WARPS,
+                              // STAGES | named keys (sim/kernel/triton_config.hpp); empty: the
+                              // preset as it is (the kernel's default config)
+  std::string gpu;          // the GPU vllm / sglang pick their config for (h100, h200; empty:
+                            // h100)
 };
 
 // The GemmSpec the options name, for a call with or without scale arrays. Throws
 // std::invalid_argument for an unknown name (messages of the parsers below), and for a
 // kernel given with an option it sets.
 GemmSpec gemm_spec(const GemmOptions& o, bool have_a_scales, bool have_b_scales);
+
+// With o.triton_config: the Triton plan for an M x N x K problem (triton_plan) applied to `s`
+// (apply_triton_plan), which gemm_spec() has set from o.kernel; std::nullopt without one.
+// Throws std::invalid_argument with one line (a bad config, a refused plan).
+std::optional<TritonPlan> apply_triton_config(GemmSpec& s, const GemmOptions& o, int M, int N,
+                                              int K);
 
 // "f32" (alias fp32), "bf16", "f16" (alias fp16); throws std::invalid_argument otherwise,
 // naming the name as `what` calls it (an option, a manifest key).

@@ -60,7 +60,7 @@ const std::vector<KernelSpec>& kernel_presets() {
        "alpha / beta, other epilogues; M not a multiple of 4 (can_implement refuses it)"},
       {"triton-w8a8-block-fp8",
        "vLLM's and SGLang's Triton block-FP8 GEMM (DeepSeek-V3 checkpoints): 1x128 activation "
-       "and 128x128 weight scales, BLOCK_SIZE_K 128",
+       "and 128x128 weight scales, default config 64x128x128 (--triton-config sets another)",
        "hopper-wgmma", 128, ScaleOrder::triton, {block}, 128, 128, 0,
        "vLLM 0.33.0 vllm/model_executor/layers/quantization/utils/fp8_utils.py "
        "_w8a8_triton_block_scaled_mm and SGLang 0.5.23 sglang/kernels/ops/gemm/fp8_kernel.py "
@@ -68,7 +68,9 @@ const std::vector<KernelSpec>& kernel_presets() {
        "PTX per 128-K block: 4 wgmma m64n128k32, one mul.f32 and one fma.rn.f32 an output",
        "tests/data/hw/kernels/triton_w8a8_block_fp8 (H100, 2026-11-24): 52 cases, 49120 "
        "outputs, f32 and bf16, M N K off the tiles (K = 1000), both copies: every output",
-       "tuned per-shape configs (other BLOCK_SIZE_K than 128); the FP8 quantisation kernel"},
+       "configs that lower to mma.sync (BLOCK_SIZE_M not a multiple of 64: --triton-config "
+       "refuses them, sim/kernel/triton_config.hpp); BLOCK_SIZE_K 64 not captured yet; the "
+       "FP8 quantisation kernel"},
       {"triton-fp8-dot",
        "a plain Triton FP8 GEMM loop, acc = tl.dot(a, b, acc) over BLOCK_K 128, tensor scales "
        "after the loop, max_num_imprecise_acc left unset (on sm_90 Triton then never promotes)",
