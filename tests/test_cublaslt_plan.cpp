@@ -85,6 +85,56 @@ TEST_CASE("recorded plans: held-out and grid calls exact or refused, never wrong
   }
 }
 
+TEST_CASE("recorded plans: random H100 calls of every variant exact or refused, never wrong",
+          "[golden]") {
+  // 34,413 calls at 5,500 random shapes, every variant (e4m3 outputs and both bias dtypes
+  // included) that the split rule's steps 1 and 2 do not settle; cuBLASLt's heuristic as torch
+  // asks it, on the H100 (cublaslt_random_h100.json's provenance).
+  const json traced = read_json("cublaslt_random_h100.json");
+  const Tally t = check("h100", traced);
+  fmt::print("h100 random: {} calls, {} exact, {} refused, {} wrong ({} calls with a bias, {} "
+             "exact)\n", t.calls, t.exact, t.refused, t.wrong, t.bias_calls, t.bias_exact);
+  CHECK(t.calls == 34413);
+  CHECK(t.wrong == 0);
+  CHECK(t.exact + t.refused == t.calls);
+  // The workspace step decides for every variant: e4m3 outputs and calls with a bias included.
+  Tally e4m3;
+  for (const bool bias : {false, true}) {
+    json some = traced;
+    some["cases"] = json::array();
+    for (const json& row : traced.at("cases"))
+      if (row.at(3) == "e4m3" && row.at(6).is_null() != bias) some["cases"].push_back(row);
+    const Tally u = check("h100", some);
+    e4m3.calls += u.calls, e4m3.exact += u.exact, e4m3.wrong += u.wrong;
+  }
+  fmt::print("h100 random, e4m3 out: {} calls, {} exact\n", e4m3.calls, e4m3.exact);
+  CHECK(e4m3.wrong == 0);
+  CHECK(e4m3.exact * 3 > e4m3.calls);  // 5,502 of 11,988 fit no two slices in the workspace
+}
+
+TEST_CASE("recorded plans: the calls whose split a bias or fast accumulation changes",
+          "[unit]") {
+  // cublaslt_random_h100.json: 36x512x11200, bf16 out, tensor scales: 4 slices without a bias,
+  // 3 with a bf16 one; 114x528x5968, f32 out: unsplit without fast accumulation, 2 slices with
+  // it. Neither a recorded point nor decided by the rule: refused, not answered from the twin.
+  ScaledMmCall c;
+  c.m = 36, c.n = 512, c.k = 11200, c.out = "bf16", c.bias = true;
+  CHECK_THROWS_WITH(cublaslt_plan("h100", c), Catch::Contains("36x512x11200"));
+  c.m = 114, c.n = 528, c.k = 5968, c.out = "f32", c.bias = false, c.fast = true;
+  CHECK_THROWS_WITH(cublaslt_plan("h100", c), Catch::Contains("split zone"));
+  // A bias call at a recorded point of the split zone: the table's twin without a bias no
+  // longer answers it (bf16 tensor); 64x64x65536 splits there.
+  c.m = 64, c.n = 64, c.k = 65536, c.out = "bf16", c.fast = false, c.bias = true;
+  CHECK_THROWS_WITH(cublaslt_plan("h100", c), Catch::Contains("bias"));
+  // e4m3 outputs: the rule answers where the workspace holds no two slices, else refuses.
+  c.m = 512, c.n = 4096, c.k = 65536, c.out = "e4m3", c.bias = true;
+  const CublasltPlan p = cublaslt_plan("h100", c);
+  CHECK(p.split_k == 1);
+  CHECK_THAT(p.why, Catch::Contains("workspace"));
+  c.m = 16;
+  CHECK_THROWS_WITH(cublaslt_plan("h100", c), Catch::Contains("e4m3"));
+}
+
 TEST_CASE("recorded plans: refusals name the shape, the GPU and both ways out", "[unit]") {
   ScaledMmCall c;
   c.m = 87, c.n = 1024, c.k = 9728;  // inside the split zone, between recorded M

@@ -182,7 +182,7 @@ void add_gemm_commands(CLI::App& app) {
   add_integer_option(explain, "--m", e->m, "Rows of a (tokens)", 1, limits::kMaxDim)->required();
   add_integer_option(explain, "--n", e->n, "Columns of b", 1, limits::kMaxDim)->required();
   add_integer_option(explain, "--k", e->k, "The reduction length", 1, limits::kMaxDim)->required();
-  explain->add_option("--out-type", e->out, "f32|bf16|f16")->capture_default_str();
+  explain->add_option("--out-type", e->out, "f32|bf16|f16|e4m3")->capture_default_str();
   explain->add_flag("--fast-accum", e->fast, "use_fast_accum=True");
   explain->add_option("--scaling", e->scale, "tensor|row|block")->capture_default_str();
   explain->add_flag("--bias", e->bias, "A bias in the call");

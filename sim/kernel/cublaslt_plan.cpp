@@ -153,8 +153,9 @@ std::vector<std::string> recorded_gpus() {
 }
 
 CublasltPlan cublaslt_plan(std::string_view gpu, const ScaledMmCall& c) {
-  if (c.out != "f32" && c.out != "bf16" && c.out != "f16")
-    throw std::invalid_argument(fmt::format("out '{}': the plans are for f32, bf16, f16 outputs", c.out));
+  if (c.out != "f32" && c.out != "bf16" && c.out != "f16" && c.out != "e4m3")
+    throw std::invalid_argument(
+        fmt::format("out '{}': the plans are for f32, bf16, f16 and e4m3 outputs", c.out));
   if (c.scale != "tensor" && c.scale != "row" && c.scale != "block")
     throw std::invalid_argument(
         fmt::format("scale '{}': the plans are for tensor, row and block scales", c.scale));
@@ -196,6 +197,8 @@ CublasltPlan cublaslt_plan(std::string_view gpu, const ScaledMmCall& c) {
     if (!same && rule.split_k > 0) return by_rule();
     if (!same) return refuse("no traced calls show how a bias changes this variant's plan");
   }
+  // e4m3 outputs: no recorded plans, only the rule's steps 1 to 3 (which hold for any output).
+  if (v < 0 && rule.split_k > 0) return by_rule();
   if (v < 0) return refuse("no plans were recorded for this variant");
   // 1. A recorded point.
   const int i = index_of(t.m, c.m), j = index_of(t.n, c.n), l = index_of(t.k, c.k);

@@ -22,7 +22,7 @@ namespace fp8sim {
 // One torch._scaled_mm call: a (m x k) times b (k x n), e4m3 operands.
 struct ScaledMmCall {
   int m = 0, n = 0, k = 0;
-  std::string out = "bf16";     // f32 | bf16 | f16
+  std::string out = "bf16";     // f32 | bf16 | f16 | e4m3
   bool fast = false;            // use_fast_accum
   std::string scale = "tensor"; // tensor | row | block (1x128 / 128x128)
   bool bias = false;

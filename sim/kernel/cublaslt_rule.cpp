@@ -95,28 +95,37 @@ SplitRuleAnswer cublaslt_split_rule(const ScaledMmCall& c, const SplitRuleConsta
     return {1, fmt::format("K = {} <= {}: two slices would be no longer than the slice floor "
                            "{}, and no recorded call splits below it", c.k, 2 * r.slice_floor_k,
                            r.slice_floor_k)};
-  // 3. Fast accumulation never changes the split: at every recorded point the tensor-scaled
-  //    (and row-scaled) plans with and without it split alike (88,816 pairs per output type and
-  //    GPU). A bias: only where the traced calls show it never changed the split (bf16 out with
-  //    tensor scales: 320 of 320 on each GPU), and by step 3 with fast accumulation as well.
-  //    (Steps 1 and 2 hold with any bias: a bias changes neither the scale mode nor K.)
+  // 3. The workspace: each slice's partial result is M x max(N, 32) floats in the workspace
+  //    torch gives (1 MiB), after a 16-byte header. All 78,641 (H100) and 87,178 (H200) split
+  //    points need exactly 4 S M max(N, 32) + 16 (or 20) bytes, and none splits more than
+  //    (1 MiB - 16) / (4 M max(N, 32)) slices. So M max(N, 32) > 131,070 never splits: the
+  //    grid's largest M N that splits is 1 x 129,280, and none of its shapes with M N = 131,072
+  //    (1 x 131072, 2 x 65536, ... 512 x 256) splits at any K. The partial results are FP32
+  //    whatever the output type, the bias or fast accumulation, so this step holds for every
+  //    variant, e4m3 outputs and every bias included: of 660,000 random calls recorded on the
+  //    H100 on 2026-11-26 (11,000 shapes x 60 variants), the 31,592 that pass steps 1 and 2
+  //    with room for at most one slice all run unsplit, in every variant (15,887 of them are in
+  //    tests/data/cublaslt_random_h100.json).
+  const long long partial = static_cast<long long>(c.m) * std::max(c.n, r.partial_n_min);
+  const long long ws_slices = (r.workspace_limit - r.workspace_header) / 4 / partial;
+  if (ws_slices <= 1)
+    return {1, fmt::format("two slices of {} x {} floats do not fit the {}-byte workspace", c.m,
+                           std::max(c.n, r.partial_n_min), r.workspace_limit)};
+  // 4. Which variants the recorded points speak for. Fast accumulation never changes the split
+  //    at a recorded point: the tensor-scaled (and row-scaled) plans with and without it split
+  //    alike at all of them (88,816 pairs per output type and GPU); off the grid it does, in the
+  //    split zone only (114x528x5968, f32/bf16/f16 out, H100: unsplit without it, two slices
+  //    with it, another kernel), so step 5 asks the call's own variant. A bias: only where the
+  //    traced calls show it never changed the split (f16 out with row scales); with tensor
+  //    scales it can (36x512x11200, bf16 out, H100: 4 slices without a bf16 bias, 3 with it).
+  //    Steps 1 to 3 hold with any bias: a bias changes neither the scale mode, K nor the
+  //    partial results.
   if (!contains(r.groups, group))
     return {0, fmt::format("no recorded plans for {} outputs with {} scales", c.out, c.scale)};
   if (c.fast && !contains(r.fast_same_split, group))
     return {0, "fast accumulation changes this variant's split at some recorded point"};
   if (c.bias && !contains(r.bias_same_split, group))
     return {0, "no traced calls show how a bias changes this variant's split"};
-  // 4. The workspace: each slice's partial result is M x max(N, 32) floats in the workspace
-  //    torch gives (1 MiB), after a 16-byte header. All 78,641 (H100) and 87,178 (H200) split
-  //    points need exactly 4 S M max(N, 32) + 16 (or 20) bytes, and none splits more than
-  //    (1 MiB - 16) / (4 M max(N, 32)) slices. So M max(N, 32) > 131,070 never splits: the
-  //    grid's largest M N that splits is 1 x 129,280, and none of its shapes with M N = 131,072
-  //    (1 x 131072, 2 x 65536, ... 512 x 256) splits at any K.
-  const long long partial = static_cast<long long>(c.m) * std::max(c.n, r.partial_n_min);
-  const long long ws_slices = (r.workspace_limit - r.workspace_header) / 4 / partial;
-  if (ws_slices <= 1)
-    return {1, fmt::format("two slices of {} x {} floats do not fit the {}-byte workspace", c.m,
-                           std::max(c.n, r.partial_n_min), r.workspace_limit)};
   // 5. An unsplit neighbourhood: at a recorded N, between the recorded K on either side (or at
   //    a recorded K) and between the recorded M on either side (or at a recorded M), where all
   //    these recorded plans run unsplit, and both M run the same kernel, no call splits. Along
@@ -139,10 +148,14 @@ SplitRuleAnswer cublaslt_split_rule(const ScaledMmCall& c, const SplitRuleConsta
     }
   }
   // Everything else is the split zone: 2 <= min(S0(K), workspace slices). There cuBLASLt picks
-  // between 1 and that many slices by a cost over its kernels (tile, cluster, waves of 132 SMs)
-  // with no closed form in the recordings: at 1x18432x106496 (f32 out, H100) it runs the
-  // same 192x8 kernel at M = 1, 2 and 3, with 4, 7 and 4 slices; N's divisibility by the tile
-  // and the output type change it too (docs/cublaslt.md). So only a recorded point answers.
+  // between 1 and that many slices, with the tile and cluster, by a cost with no closed form in
+  // the recordings (docs/cublaslt.md has the study of 36,095 random H100 calls in the zone):
+  // the output type enters beyond its size (1x16x86576, one 64x8 2x1x1 kernel: 33 slices for
+  // bf16 out, 32 for f16), the slice is no fixed length (one tile of 64x8 1x1x1: 1x16x120896
+  // cuts 47 slices of 2572, 5x16x115232 42 of 2744 where 45 fit), filling one wave of 132 SMs
+  // is right at 72% of them even given cuBLASLt's tile, and the tile itself changes with N's
+  // divisibility, the output type and M (1x18432x106496, f32 out: 192x8 and 4 slices at M = 1,
+  // 384x8 and 7 at M = 2, 192x8 and 4 at M = 3). So only a recorded point answers.
   return {0, fmt::format("in the split zone (up to {} slices by K, {} by the workspace), where "
                          "only recorded points answer", s0, ws_slices)};
 }

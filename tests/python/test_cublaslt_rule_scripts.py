@@ -37,6 +37,19 @@ def test_derive_finds_the_stored_rule_and_is_wrong_nowhere(gpu, capsys):
     for key, value in rule.items():
         assert stored[key] == value, key
     assert stored["slice_floor_k"] == 2560 and stored["never_split_scales"] == ["row"]
+    # The bias groups: the traced evidence less those withdrawn by a counterexample.
+    assert f"bias_same_split: {stored['bias_same_split']}" in out
+    assert "bf16 tensor" in stored["bias_withdrawn"] and "bf16 tensor" not in stored["bias_same_split"]
+
+
+def test_derive_on_random_calls_of_every_variant_is_wrong_nowhere(capsys):
+    # 34,413 random H100 calls (e4m3 outputs and biases included) that steps 1 and 2 leave.
+    derive = load("derive_cublaslt_rule")
+    rc = derive.main(["--table", os.path.join(ROOT, "sim", "data", "cublaslt_plans_h100.json"),
+                      "--traced", os.path.join(ROOT, "tests", "data", "cublaslt_random_h100.json")])
+    out = capsys.readouterr().out
+    assert rc == 0 and "WRONG" not in out, out
+    assert "'bf16 tensor': '3996 traced calls with a bias, 1 split otherwise'" in out
 
 
 def test_derive_refuses_a_missing_table_in_one_line(tmp_path, capsys):
