@@ -26,7 +26,7 @@ namespace {
 struct KernelPlanRule {
   std::string_view kernel, plan;
   int m_multiple;  // M must be a multiple of this (0: any M), else refused with m_refusal
-  std::string_view evidence, m_refusal;
+  std::string_view evidence, m_refusal = "";
 };
 
 constexpr KernelPlanRule kPlanRules[] = {
@@ -606,12 +606,21 @@ std::string report_json(const InvarianceReport& r) {
             {"seed", s.seed}, {"kernel_text", r.kernel_text}, {"input", r.input_text},
             {"refused", r.refused}, {"invariant", r.invariant}, {"verdict", r.verdict}};
   json pts = json::array(), regs = json::array(), chs = json::array();
-  for (const PlanPoint& p : r.points)
-    pts.push_back({{"m", p.m}, {"refused", p.refused}, {"plan", p.refused ? "refused" : p.plan.key},
-                   {"source", p.refused ? "" : p.plan.source}, {"variant", p.variant},
-                   {"split_k", p.refused ? 0 : p.plan.options.split_k},
-                   {"detail", p.refused ? "" : p.plan.detail},
-                   {"why", p.refused ? p.refusal : p.plan.why}});
+  for (const PlanPoint& p : r.points) {
+    json x = {{"m", p.m}, {"refused", p.refused}, {"plan", p.refused ? "refused" : p.plan.key},
+              {"source", p.refused ? "" : p.plan.source}, {"variant", p.variant},
+              {"split_k", p.refused ? 0 : p.plan.options.split_k},
+              {"detail", p.refused ? "" : p.plan.detail},
+              {"why", p.refused ? p.refusal : p.plan.why}};
+    if (!p.refused) {  // the GEMM the row runs at this M, as fp8sim.gemm's keywords
+      const GemmOptions& o = p.plan.options;
+      x["options"] = {{"kernel", o.kernel}, {"model", o.model}, {"promote_every", o.promote_every},
+                      {"scaling", o.scaling}, {"block", o.block}, {"scale_order", o.scale_order},
+                      {"out_type", o.out_type}, {"split_k", o.split_k},
+                      {"split_k_align", o.split_k_align}};
+    }
+    pts.push_back(x);
+  }
   for (const PlanRegion& g : r.regions)
     regs.push_back({{"m_lo", g.m_lo}, {"m_hi", g.m_hi}, {"points", g.points}, {"plan", g.key},
                     {"sources", g.sources}, {"refused", g.refused}, {"variant", g.variant},
