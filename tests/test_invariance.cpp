@@ -83,7 +83,7 @@ long long f32_ordinal(float v) {
 TEST_CASE("plans at every M are cublaslt_plan's own, regions partition the range", "[unit]") {
   for (const std::string gpu : {"h100", "h200"})
     for (const bool fast : {false, true})
-      for (const auto [n, k] : {std::pair{576, 7168}, {4096, 14336}, {7168, 2048}, {64, 65536}}) {
+      for (const auto& [n, k] : {std::pair{576, 7168}, {4096, 14336}, {7168, 2048}, {64, 65536}}) {
         InvarianceSpec s = cublaslt_spec(n, k, range(1, 300), "bf16", fast, gpu);
         s.rows = false;
         const InvarianceReport r = invariance_report(s);

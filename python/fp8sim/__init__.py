@@ -568,10 +568,12 @@ def invariance(n: Optional[int] = None, k: Optional[int] = None,
     Returns a pandas DataFrame with one row per plan region (``m_lo``, ``m_hi``, ``points``,
     ``plan``, ``sources``, ``refused``, ``variant``, ``detail``, and ``changed_share``,
     ``max_ulp``, ``max_rel`` of the change into the region; with ``model`` a ``layer``,
-    ``n``, ``k`` first). ``df.attrs``: ``points`` (the plan at every M, with the GEMM
-    options the row ran with), ``changes``, ``verdict``, ``invariant``, ``fix`` (dict or
-    None), ``text`` (the CLI's table), ``rows`` (the row under each distinct arithmetic);
-    with ``model``: ``layers`` (one line per layer). Needs pandas.
+    ``n``, ``k`` first). ``df.attrs`` (plain lists and dicts, so that pandas can compare and
+    copy them; ``pd.DataFrame(df.attrs["points"])`` makes a table): ``points`` (the plan at
+    every M, with ``options``: the GEMM the row ran with, as ``gemm()``'s keywords),
+    ``changes``, ``verdict``, ``invariant``, ``fix`` (dict or None), ``text`` (the CLI's
+    table), ``rows`` (the row's D under each distinct arithmetic, lists of floats; ``variant``
+    indexes them); with ``model``: ``layers`` (one dict per layer). Needs pandas.
 
     >>> df = invariance(576, 7168, [1, 2, 4, 128, 256], fast_accum=True, out_type="f32")
     >>> df[["m_lo", "m_hi", "plan"]].values.tolist()
@@ -608,28 +610,24 @@ def invariance(n: Optional[int] = None, k: Optional[int] = None,
             raise ValueError("model gives each layer's N and K and draws its weights: drop n, k "
                              "and b")
         layers, text, source = _core.model_invariance(str(model), spec, floats(a_row, "a_row"))
-        frames, summary = [], []
+        records, summary = [], []
         for name, ln, lk, origin, report in layers:
             r = json.loads(report)
-            f = _regions_frame(pd, r)
-            f.insert(0, "k", lk)
-            f.insert(0, "n", ln)
-            f.insert(0, "layer", name)
-            frames.append(f)
+            records += [dict(layer=name, n=ln, k=lk, **g) for g in _regions(r)]
             summary.append(dict(layer=name, n=ln, k=lk, invariant=r["invariant"],
                                 refused=r["refused"], verdict=r["verdict"], origin=origin))
-        df = pd.concat(frames, ignore_index=True)
-        df.attrs.update(layers=pd.DataFrame(summary), text=text, source=source)
+        df = pd.DataFrame(records)
+        df.attrs.update(layers=summary, text=text, source=source)
         return df
     if n is None or k is None:
         raise ValueError("give n and k (or model)")
     spec.n, spec.k = _m_values([n])[0], _m_values([k])[0]
     report, text, distinct_rows = _core.invariance(spec, floats(a_row, "a_row"), floats(b, "b"))
     r = json.loads(report)
-    df = _regions_frame(pd, r)
-    df.attrs.update(points=pd.DataFrame(r["points"]), changes=pd.DataFrame(r["changes"]),
-                    verdict=r["verdict"], invariant=r["invariant"], fix=r.get("fix"), text=text,
-                    rows=distinct_rows, input=r["input"])
+    df = pd.DataFrame(_regions(r))
+    df.attrs.update(points=r["points"], changes=r["changes"], verdict=r["verdict"],
+                    invariant=r["invariant"], fix=r.get("fix"), text=text,
+                    rows=distinct_rows.tolist(), input=r["input"])
     return df
 
 
@@ -643,8 +641,8 @@ def _m_values(values) -> list:
     return out
 
 
-def _regions_frame(pd, r: dict):
-    """One row per plan region, with the movement of the change into it."""
+def _regions(r: dict) -> list:
+    """One dict per plan region of a report, with the movement of the change into it."""
     moved = {c["m_after"]: c for c in r["changes"]}
     rows = []
     for g in r["regions"]:
@@ -655,7 +653,7 @@ def _regions_frame(pd, r: dict):
                          max_ulp=None if c is None else c["max_ulp"],
                          max_rel=None if c is None else float(c["max_rel"]),
                          detail=g["detail"]))
-    return pd.DataFrame(rows)
+    return rows
 
 
 # The public namespace is __all__ (plus the submodule torch, once imported): the typing names

@@ -440,7 +440,8 @@ InvarianceReport build_report(const InvarianceSpec& s, bool all_refused_is_error
                             r.refused ? fmt::format(", {} M refused", r.refused) : "", hidden);
   }
   // 5. The fix: the setting that makes every M run one arithmetic, checked over the range.
-  if (!r.invariant && !s.kernel.empty() && plan_rule(s.kernel).plan == "cublaslt") {
+  // Offered where the plans vary; where they only leave M open, the refusal says how to know.
+  if (variants.size() > 1 && !s.kernel.empty() && plan_rule(s.kernel).plan == "cublaslt") {
     InvarianceFix f;
     f.options = base_options(s);
     f.options.split_k = 1;
