@@ -67,7 +67,7 @@ def main() -> int:
     ax.grid(axis="x", alpha=0.3, which="both")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colour[p]) for p in plans]
     handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="0.85", hatch="////", edgecolor="0.6"))
-    ax.legend(handles, plans + ["refused (no recorded plan or rule)"], fontsize=7,
+    ax.legend(handles, plans + ["refused (the recordings cannot decide the plan)"], fontsize=7,
               loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.3 / max(1, len(labels))),
               ncol=min(4, len(plans) + 1), frameon=False)
     if args.title:

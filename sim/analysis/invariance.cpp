@@ -11,6 +11,7 @@
 
 #include "analysis/distributions.hpp"
 #include "base/limits.hpp"
+#include "base/parallel.hpp"
 #include "base/rng.hpp"
 #include "format/rounding.hpp"
 #include "kernel/cublaslt_plan.hpp"
@@ -124,12 +125,15 @@ std::string m_range_text(int lo, int hi) {
   return lo == hi ? std::to_string(lo) : fmt::format("{}-{}", lo, hi);
 }
 
-// Seeded N(0, 1) values: element i of stream `name`.
-std::vector<double> gaussian(std::uint64_t seed, std::string_view name, std::size_t count) {
+// Seeded N(0, 1) values: element i of stream `name` (a pure function of i: any thread count).
+std::vector<double> gaussian(std::uint64_t seed, std::string_view name, std::size_t count,
+                             int threads) {
   static const DistributionSpec d = distribution_by_name("gaussian");
   std::vector<double> v(count);
   const std::uint64_t stream = stream_of(name);
-  for (std::size_t i = 0; i < count; ++i) v[i] = standard_draw(d, seed, stream, i);
+  parallel_for(count, threads, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) v[i] = standard_draw(d, seed, stream, i);
+  });
   return v;
 }
 
@@ -263,8 +267,8 @@ InvarianceInputs invariance_inputs(const InvarianceSpec& s) {
   const std::string sc = scaling_of(s);
   const FormatSpec e4m3 = format_by_name("e4m3");
   const ScalingSpec q = scaling_by_name(sc == "block" ? "block128" : sc);
-  const std::vector<double> a = s.a_row.empty() ? gaussian(s.seed, "invariance a row", s.k) : s.a_row;
-  const std::vector<double> b = s.b.empty() ? gaussian(s.seed, "invariance b", std::size_t(s.n) * s.k) : s.b;
+  const std::vector<double> a = s.a_row.empty() ? gaussian(s.seed, "invariance a row", s.k, s.threads) : s.a_row;
+  const std::vector<double> b = s.b.empty() ? gaussian(s.seed, "invariance b", std::size_t(s.n) * s.k, s.threads) : s.b;
   const QuantisedOperand qa = quantise_operand(q, OperandRole::a, e4m3, 1, s.k, a, 1, s.threads);
   const QuantisedOperand qb = quantise_operand(q, OperandRole::b, e4m3, s.n, s.k, b, s.n, s.threads);
   InvarianceInputs in;
@@ -277,7 +281,7 @@ InvarianceInputs invariance_inputs(const InvarianceSpec& s) {
   }
   if (s.bias) {
     const FormatSpec out = output_type_by_name(s.out_type, "out_type");
-    for (const double x : gaussian(s.seed, "invariance bias", s.n))
+    for (const double x : gaussian(s.seed, "invariance bias", s.n, s.threads))
       in.bias.push_back(float(fp8sim::quantize(x, out)));
   }
   const std::string who = s.a_row.empty() && s.b.empty()
@@ -394,10 +398,11 @@ InvarianceReport build_report(const InvarianceSpec& s, bool all_refused_is_error
   }
   close_region(cur);
   // 3. The row under each arithmetic, and its movement at each change of plan.
+  std::optional<InvarianceInputs> in;
   if (s.rows) {
-    const InvarianceInputs in = invariance_inputs(s);
-    r.input_text = in.what;
-    for (const GemmOptions& o : variants) r.rows.push_back(row_under(s, in, o));
+    in = invariance_inputs(s);
+    r.input_text = in->what;
+    for (const GemmOptions& o : variants) r.rows.push_back(row_under(s, *in, o));
   }
   int last = -1;
   for (std::size_t g = 0; g < r.regions.size(); ++g) {
@@ -454,9 +459,11 @@ InvarianceReport build_report(const InvarianceSpec& s, bool all_refused_is_error
     for (std::size_t i = 0; i < s.m.size(); ++i) fixed.emplace(options_text(f.options), f.options);
     f.distinct_rows = fixed.size();
     if (s.rows) {
-      const InvarianceInputs in = invariance_inputs(s);
       std::vector<std::vector<float>> rows;
-      for (const auto& [text, o] : fixed) rows.push_back(row_under(s, in, o));
+      for (const auto& [text, o] : fixed) {  // a row already computed under these options is kept
+        const auto known = variant_of.find(text);
+        rows.push_back(known != variant_of.end() ? r.rows[known->second] : row_under(s, *in, o));
+      }
       f.checked = true;
       f.distinct_rows = distinct_rows(s.out_type, rows);
       f.invariant = f.distinct_rows == 1;
@@ -555,7 +562,7 @@ std::string format_report(const InvarianceReport& r) {
     }
   }
   if (r.regions.size() == 1 && !r.points.front().refused)
-    o += fmt::format("\nwhy: {}\n", r.points.front().plan.why);
+    o += fmt::format("\nwhy (M = {}): {}\n", r.points.front().m, r.points.front().plan.why);
   o += fmt::format("\nverdict: {}\n", r.verdict);
   if (r.fix) {
     const InvarianceFix& f = *r.fix;
