@@ -323,6 +323,49 @@ RowMovement row_movement(const std::string& out_type, const std::vector<float>& 
 
 namespace {
 
+// Rows of A the plan's tiles hold for m rows (m itself when the tile is not known).
+double padded_rows(int tile_m, int m) {
+  return tile_m > 0 ? double((m + tile_m - 1) / tile_m) * tile_m : double(m);
+}
+
+// The plan to pin at every M where a kernel has one, with its setting and cost: cuBLASLt's
+// split_k = 1; the Triton kernel's config at the largest answered M (the wgmma path, its
+// BLOCK_SIZE_M padded at small M). Kernels with fixed plans need none.
+std::optional<InvarianceFix> pinned_fix(const InvarianceSpec& s, const InvarianceReport& r) {
+  if (s.kernel.empty()) return std::nullopt;
+  const std::string_view plan = plan_rule(s.kernel).plan;
+  const PlanPoint* first = nullptr;
+  for (const PlanPoint& p : r.points)
+    if (!p.refused && !first) first = &p;
+  InvarianceFix f;
+  int same = 0;
+  if (plan == "cublaslt") {
+    f.options = base_options(s);
+    f.options.split_k = 1;
+    f.setting = "split_k=1";
+    f.detail = "cuBLASLt: an algorithm with CUBLASLT_ALGO_CONFIG_SPLITK_NUM = 1 "
+               "(torch._scaled_mm has no switch for it); fp8sim: --split-k 1";
+    f.cost = "1.00x the emulated MACs at every M (split-K cuts K, it adds no MACs); the cost is "
+             "parallelism: where cuBLASLt split K in S slices, S times fewer CTAs run";
+  } else if (plan == "triton") {
+    const PlanPoint* last = nullptr;
+    for (const PlanPoint& p : r.points)
+      if (!p.refused) last = &p;
+    f.options = last->plan.options;
+    f.setting = fmt::format("pin the config of M = {}: {}", last->m, last->plan.key);
+    f.detail = last->plan.detail;
+    f.mac_ratio = padded_rows(last->plan.tile_m, first->m) / padded_rows(first->plan.tile_m, first->m);
+    f.cost = fmt::format("{:.2f}x the emulated MACs at M = {} (rows padded to the pinned tile)",
+                         f.mac_ratio, first->m);
+  } else {
+    return std::nullopt;
+  }
+  for (const PlanPoint& p : r.points)
+    same += !p.refused && options_text(p.plan.options) == options_text(f.options);
+  f.detail += fmt::format("; the plan the kernel itself runs at {} of the {} M", same, s.m.size());
+  return f;
+}
+
 InvarianceReport build_report(const InvarianceSpec& s, bool all_refused_is_error) {
   check_spec(s);
   InvarianceReport r;
@@ -330,6 +373,7 @@ InvarianceReport build_report(const InvarianceSpec& s, bool all_refused_is_error
   r.spec.a_row.clear();
   r.spec.b.clear();
   const std::string sc = scaling_of(s);
+  r.spec.scaling = sc;
   r.kernel_text = s.kernel.empty()
       ? fmt::format("a loose recipe ({}, promoted every {}, scales {}, split-K {}), {} out, {} scales",
                     s.model, s.promote_every, s.scale_order, s.split_k, s.out_type, sc)
@@ -444,37 +488,27 @@ InvarianceReport build_report(const InvarianceSpec& s, bool all_refused_is_error
                             r.rows.empty() ? "" : fmt::format(", {} distinct rows", distinct),
                             r.refused ? fmt::format(", {} M refused", r.refused) : "", hidden);
   }
-  // 5. The fix: the setting that makes every M run one arithmetic, checked over the range.
-  // Offered where the plans vary; where they only leave M open, the refusal says how to know.
-  if (variants.size() > 1 && !s.kernel.empty() && plan_rule(s.kernel).plan == "cublaslt") {
-    InvarianceFix f;
-    f.options = base_options(s);
-    f.options.split_k = 1;
-    f.setting = "split_k=1";
-    f.detail = "cuBLASLt: an algorithm with CUBLASLT_ALGO_CONFIG_SPLITK_NUM = 1 "
-               "(torch._scaled_mm has no switch for it); fp8sim: --split-k 1";
-    // Every M under the fix (refused ones too: the fix decides what they left open), each
-    // distinct arithmetic through the engine.
-    std::map<std::string, GemmOptions> fixed;
-    for (std::size_t i = 0; i < s.m.size(); ++i) fixed.emplace(options_text(f.options), f.options);
-    f.distinct_rows = fixed.size();
-    if (s.rows) {
-      std::vector<std::vector<float>> rows;
-      for (const auto& [text, o] : fixed) {  // a row already computed under these options is kept
-        const auto known = variant_of.find(text);
-        rows.push_back(known != variant_of.end() ? r.rows[known->second] : row_under(s, *in, o));
+  // 5. The fix: the plan pinned at every M, checked over the range. Offered where the plans
+  // vary; where they only leave M open, the refusal says how to know.
+  if (variants.size() > 1) {
+    if (std::optional<InvarianceFix> f = pinned_fix(s, r)) {
+      // Every M runs the pinned plan (refused ones too: the fix decides what they left
+      // open); each distinct arithmetic through the engine, a row already computed kept.
+      std::map<std::string, GemmOptions> fixed;
+      for (std::size_t i = 0; i < s.m.size(); ++i) fixed.emplace(options_text(f->options), f->options);
+      f->distinct_rows = fixed.size();
+      if (s.rows) {
+        std::vector<std::vector<float>> rows;
+        for (const auto& [text, o] : fixed) {
+          const auto known = variant_of.find(text);
+          rows.push_back(known != variant_of.end() ? r.rows[known->second] : row_under(s, *in, o));
+        }
+        f->checked = true;
+        f->distinct_rows = distinct_rows(s.out_type, rows);
+        f->invariant = f->distinct_rows == 1;
       }
-      f.checked = true;
-      f.distinct_rows = distinct_rows(s.out_type, rows);
-      f.invariant = f.distinct_rows == 1;
-      int same = 0;
-      for (const PlanPoint& p : r.points) same += !p.refused && options_text(p.plan.options) == options_text(f.options);
-      f.detail += fmt::format("; the plan cuBLASLt itself runs at {} of the {} M", same, s.m.size());
+      r.fix = f;
     }
-    f.mac_ratio = 1;
-    f.cost = "1.00x the emulated MACs at every M (split-K cuts K, it adds no MACs); the cost is "
-             "parallelism: where cuBLASLt split K in S slices, S times fewer CTAs run";
-    r.fix = f;
   }
   return r;
 }
@@ -496,157 +530,6 @@ std::vector<LayerInvariance> model_invariance(const InvarianceSpec& s, const Mod
     out.push_back({l, build_report(x, false)});
   }
   return out;
-}
-
-std::string format_model_table(const ModelLayers& m, const std::vector<LayerInvariance>& v) {
-  if (v.empty()) return "";
-  const InvarianceReport& r0 = v.front().report;
-  std::string o = fmt::format("invariance by layer: {}; {}; M {} ({} values)\n", m.model,
-                              r0.kernel_text, m_range_text(r0.spec.m.front(), r0.spec.m.back()),
-                              r0.spec.m.size());
-  o += fmt::format("layers: {}\n\n", m.source);
-  o += fmt::format("{:<22} {:>6} {:>6}  {:<10} {:<28} {:>7}  {}\n", "layer", "N", "K", "verdict",
-                   "plans over M", "refused", "plan changes at M");
-  for (const LayerInvariance& l : v) {
-    const InvarianceReport& r = l.report;
-    std::string plans, at;
-    for (const PlanRegion& g : r.regions)
-      if (!g.refused && plans.find(g.key) == std::string::npos)
-        plans += (plans.empty() ? "" : ", ") + g.key;
-    for (const PlanChange& c : r.changes)
-      if (!c.same_arithmetic) at += (at.empty() ? "" : ", ") + fmt::format("{}->{}", c.m_before, c.m_after);
-    const std::string verdict = r.invariant ? "invariant"
-                                : r.verdict.rfind("unknown", 0) == 0 ? "unknown"
-                                                                     : "varies";
-    o += fmt::format("{:<22} {:>6} {:>6}  {:<10} {:<28} {:>7}  {}\n", l.layer.name, l.layer.n,
-                     l.layer.k, verdict, plans.empty() ? "-" : plans, r.refused,
-                     at.empty() ? "-" : at);
-  }
-  return o;
-}
-
-namespace {
-
-std::string csv_field(std::string_view v) {
-  if (v.find_first_of(",\"\n") == std::string_view::npos) return std::string(v);
-  std::string out = "\"";
-  for (const char c : v) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
-std::string number(double v) {
-  return std::isinf(v) ? std::string("inf") : fmt::format("{:.3g}", v);
-}
-
-}  // namespace
-
-std::string format_report(const InvarianceReport& r) {
-  const InvarianceSpec& s = r.spec;
-  std::string o = fmt::format("invariance: {}; N {}, K {}; M {} ({} values)\n", r.kernel_text,
-                              s.n, s.k, m_range_text(s.m.front(), s.m.back()), s.m.size());
-  if (!r.input_text.empty()) o += fmt::format("row: {}\n", r.input_text);
-  o += fmt::format("\n{:<13} {:>6}  {:<14} {:<22} {}\n", "M", "points", "plan", "source", "detail");
-  for (const PlanRegion& g : r.regions)
-    o += fmt::format("{:<13} {:>6}  {:<14} {:<22} {}\n", m_range_text(g.m_lo, g.m_hi), g.points,
-                     g.key, g.sources, g.detail);
-  if (!r.changes.empty()) {
-    o += "\nchanges of plan (the row's D before -> after):\n";
-    for (const PlanChange& c : r.changes) {
-      const PlanRegion &a = r.regions[c.from], &b = r.regions[c.to];
-      std::string moved = c.same_arithmetic ? std::string("same arithmetic: the row's bits cannot move")
-                          : r.rows.empty() ? std::string("rows not computed")
-                          : fmt::format("{} of {} outputs changed ({:.1f}%), max {} ULP, max rel {}",
-                                        c.movement.changed, s.n, 100 * c.movement.changed_share,
-                                        number(c.movement.max_ulp), number(c.movement.max_rel));
-      o += fmt::format("M {} -> {}: {} -> {}: {}\n", c.m_before, c.m_after, a.key, b.key, moved);
-    }
-  }
-  if (r.regions.size() == 1 && !r.points.front().refused)
-    o += fmt::format("\nwhy (M = {}): {}\n", r.points.front().m, r.points.front().plan.why);
-  o += fmt::format("\nverdict: {}\n", r.verdict);
-  if (r.fix) {
-    const InvarianceFix& f = *r.fix;
-    o += fmt::format("fix: {}: {}\n", f.setting, f.detail);
-    o += f.checked ? fmt::format("  checked: {} at every M of the range ({} distinct row{})\n",
-                                 f.invariant ? "the row's bits equal" : "the row still moves",
-                                 f.distinct_rows, f.distinct_rows == 1 ? "" : "s")
-                   : std::string("  not checked (rows not computed)\n");
-    o += fmt::format("  cost: {}\n", f.cost);
-  }
-  return o;
-}
-
-std::string regions_csv(const InvarianceReport& r, std::string_view layer, bool header) {
-  std::string o = header ? "layer,n,k,m_lo,m_hi,points,plan,source,refused,variant,changed_share,"
-                           "max_ulp,max_rel,detail\n"
-                         : "";
-  for (std::size_t g = 0; g < r.regions.size(); ++g) {
-    const PlanRegion& x = r.regions[g];
-    std::string moved = ",,";  // the movement into this region from the answered one before
-    for (const PlanChange& c : r.changes)
-      if (c.to == int(g) && (c.same_arithmetic || !r.rows.empty()))
-        moved = fmt::format("{},{},{}", c.movement.changed_share, c.movement.max_ulp,
-                            number(c.movement.max_rel));
-    o += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(layer), r.spec.n, r.spec.k,
-                     x.m_lo, x.m_hi, x.points, csv_field(x.key), csv_field(x.sources),
-                     x.refused ? 1 : 0, x.variant, moved, csv_field(x.detail));
-  }
-  return o;
-}
-
-std::string points_csv(const InvarianceReport& r, std::string_view layer, bool header) {
-  std::string o = header ? "layer,n,k,m,plan,source,refused,variant,split_k,detail,why\n" : "";
-  for (const PlanPoint& p : r.points)
-    o += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(layer), r.spec.n, r.spec.k,
-                     p.m, csv_field(p.refused ? "refused" : p.plan.key),
-                     csv_field(p.refused ? "" : p.plan.source), p.refused ? 1 : 0, p.variant,
-                     p.refused ? 0 : p.plan.options.split_k,
-                     csv_field(p.refused ? "" : p.plan.detail),
-                     csv_field(p.refused ? p.refusal : p.plan.why));
-  return o;
-}
-
-std::string report_json(const InvarianceReport& r) {
-  using nlohmann::json;
-  const InvarianceSpec& s = r.spec;
-  json j = {{"kernel", s.kernel}, {"gpu", s.gpu}, {"out_type", s.out_type},
-            {"scaling", scaling_of(s)}, {"bias", s.bias}, {"n", s.n}, {"k", s.k},
-            {"seed", s.seed}, {"kernel_text", r.kernel_text}, {"input", r.input_text},
-            {"refused", r.refused}, {"invariant", r.invariant}, {"verdict", r.verdict}};
-  json pts = json::array(), regs = json::array(), chs = json::array();
-  for (const PlanPoint& p : r.points) {
-    json x = {{"m", p.m}, {"refused", p.refused}, {"plan", p.refused ? "refused" : p.plan.key},
-              {"source", p.refused ? "" : p.plan.source}, {"variant", p.variant},
-              {"split_k", p.refused ? 0 : p.plan.options.split_k},
-              {"detail", p.refused ? "" : p.plan.detail},
-              {"why", p.refused ? p.refusal : p.plan.why}};
-    if (!p.refused) {  // the GEMM the row runs at this M, as fp8sim.gemm's keywords
-      const GemmOptions& o = p.plan.options;
-      x["options"] = {{"kernel", o.kernel}, {"model", o.model}, {"promote_every", o.promote_every},
-                      {"scaling", o.scaling}, {"block", o.block}, {"scale_order", o.scale_order},
-                      {"out_type", o.out_type}, {"split_k", o.split_k},
-                      {"split_k_align", o.split_k_align}};
-    }
-    pts.push_back(x);
-  }
-  for (const PlanRegion& g : r.regions)
-    regs.push_back({{"m_lo", g.m_lo}, {"m_hi", g.m_hi}, {"points", g.points}, {"plan", g.key},
-                    {"sources", g.sources}, {"refused", g.refused}, {"variant", g.variant},
-                    {"detail", g.detail}});
-  for (const PlanChange& c : r.changes)
-    chs.push_back({{"m_before", c.m_before}, {"m_after", c.m_after},
-                   {"from", r.regions[c.from].key}, {"to", r.regions[c.to].key},
-                   {"same_arithmetic", c.same_arithmetic}, {"changed", c.movement.changed},
-                   {"changed_share", c.movement.changed_share}, {"max_ulp", c.movement.max_ulp},
-                   {"max_rel", std::isinf(c.movement.max_rel) ? json("inf") : json(c.movement.max_rel)}});
-  j["points"] = pts;
-  j["regions"] = regs;
-  j["changes"] = chs;
-  if (r.fix)
-    j["fix"] = {{"setting", r.fix->setting}, {"detail", r.fix->detail}, {"checked", r.fix->checked},
-                {"invariant", r.fix->invariant}, {"distinct_rows", r.fix->distinct_rows},
-                {"mac_ratio", r.fix->mac_ratio}, {"cost", r.fix->cost}};
-  return j.dump(1) + "\n";
 }
 
 }  // namespace fp8sim
