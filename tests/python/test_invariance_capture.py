@@ -120,3 +120,14 @@ def test_captured_rows_are_the_prediction(manifest):
     bad = [line for c in r["cases"] for line in c["mismatches"]]
     assert not bad, "\n".join(bad[:20])
     assert sum(c["agree"] for c in r["cases"]) > 0
+
+
+def test_capture_without_a_gpu_says_so(tmp_path):
+    # The GPU path's imports (capture_scaled_mm's trace set-up, torch) load, then it stops.
+    import subprocess
+    import sys
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the capture itself would run")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "cuda", "capture", "capture_invariance.py"),
+                        "--out", str(tmp_path / "cap")], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.strip() == "capture_invariance: no CUDA device"
