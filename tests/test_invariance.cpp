@@ -2,10 +2,10 @@
 // rests on: its plans against direct cublaslt_plan calls at every M, its rows against row 0 of
 // real M-row GEMMs under the same plan (the invariance claim itself), its movement numbers
 // against plain float bit arithmetic, and the model layer lists against the config formulas.
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
 
 #include <bit>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -137,7 +137,8 @@ TEST_CASE("plans at every M are cublaslt_plan's own, regions partition the range
       }
 }
 
-TEST_CASE("a real M-row GEMM's row 0 is the report's row under the plan at M", "[unit][differential]") {
+TEST_CASE("a real M-row GEMM's row 0 is the report's row under the plan at M",
+          "[unit][differential]") {
   std::mt19937_64 rng(test_seed());
   // cuBLASLt at recorded points that split (16x16x16384: split 6 on the H100), fast
   // accumulation on so that the split moves the row; and DeepGEMM's preset with block scales.
@@ -162,7 +163,8 @@ TEST_CASE("a real M-row GEMM's row 0 is the report's row under the plan at M", "
 }
 
 TEST_CASE("movement at each change: plain float bit arithmetic agrees", "[unit]") {
-  const InvarianceSpec s = cublaslt_spec(4096, 14336, {1, 2, 4, 8, 16, 24, 32, 48, 64}, "f32", true);
+  const InvarianceSpec s =
+      cublaslt_spec(4096, 14336, {1, 2, 4, 8, 16, 24, 32, 48, 64}, "f32", true);
   const InvarianceReport r = invariance_report(s);
   REQUIRE_FALSE(r.changes.empty());
   bool moved = false;
@@ -192,7 +194,8 @@ TEST_CASE("movement at each change: plain float bit arithmetic agrees", "[unit]"
   CHECK(r.fix->options.split_k == 1);
 }
 
-TEST_CASE("fixed presets: DeepGEMM invariant over 1..4096, CUTLASS refuses M not a multiple of 4", "[unit]") {
+TEST_CASE("fixed presets: DeepGEMM invariant over 1..4096, CUTLASS refuses M not a multiple of 4",
+          "[unit]") {
   InvarianceSpec s;
   s.kernel = "deepgemm-sm90-1d2d";
   s.n = 256;
@@ -217,9 +220,11 @@ TEST_CASE("refusals: every M refused is an error, the Triton plan waits for issu
   s.n = 256;
   s.k = 512;
   s.m = {1, 2};
-  CHECK_THROWS_WITH(invariance_report(s), "every M refused: needs sim/kernel/triton_config (issue 36)");
+  CHECK_THROWS_WITH(invariance_report(s),
+                    "every M refused: needs sim/kernel/triton_config (issue 36)");
   s = cublaslt_spec(1024, 9728, {87}, "bf16");
-  CHECK_THROWS_WITH(invariance_report(s), Catch::StartsWith("every M refused: torch._scaled_mm 87x1024x9728"));
+  CHECK_THROWS_WITH(invariance_report(s),
+                    Catch::StartsWith("every M refused: torch._scaled_mm 87x1024x9728"));
   s.m = {0};
   CHECK_THROWS_AS(invariance_report(s), std::invalid_argument);
   s.m = {4, 2};
@@ -263,8 +268,8 @@ TEST_CASE("layer lists: N and K from the config.json values they cite", "[unit]"
   // Llama 3 8B: hidden 4096, intermediate 14336, heads 32, kv heads 8, head_dim 128.
   const ModelLayers l = model_layers("llama-3-8b");
   const std::vector<std::tuple<std::string, int, int>> lw = {
-      {"q_proj", 32 * 128, 4096},   {"k_proj", 8 * 128, 4096},       {"v_proj", 8 * 128, 4096},
-      {"qkv_proj", 48 * 128, 4096}, {"o_proj", 4096, 32 * 128},      {"gate_up_proj", 2 * 14336, 4096},
+      {"q_proj", 32 * 128, 4096},   {"k_proj", 8 * 128, 4096},  {"v_proj", 8 * 128, 4096},
+      {"qkv_proj", 48 * 128, 4096}, {"o_proj", 4096, 32 * 128}, {"gate_up_proj", 2 * 14336, 4096},
       {"down_proj", 4096, 14336}};
   REQUIRE(l.layers.size() == lw.size());
   for (std::size_t i = 0; i < lw.size(); ++i) {
@@ -272,5 +277,6 @@ TEST_CASE("layer lists: N and K from the config.json values they cite", "[unit]"
     CHECK(l.layers[i].n == std::get<1>(lw[i]));
     CHECK(l.layers[i].k == std::get<2>(lw[i]));
   }
-  CHECK_THROWS_WITH(model_layers("gpt-5"), Catch::StartsWith("unknown model 'gpt-5' (known: deepseek-v3, llama-3-8b"));
+  CHECK_THROWS_WITH(model_layers("gpt-5"),
+                    Catch::StartsWith("unknown model 'gpt-5' (known: deepseek-v3, llama-3-8b"));
 }

@@ -29,7 +29,8 @@ std::vector<double> values(const std::optional<AnyArray>& a, const char* name) {
     const auto* p = static_cast<const double*>(v.data);
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = p[i];
   } else {
-    throw std::invalid_argument(fmt::format("{}: dtype {}: expected float32 or float64 values", name, v.descr));
+    throw std::invalid_argument(
+        fmt::format("{}: dtype {}: expected float32 or float64 values", name, v.descr));
   }
   return out;
 }
@@ -69,7 +70,8 @@ void bind_invariance(nb::module_& m) {
         const std::size_t n = std::size_t(s.n), count = r.rows.size();
         std::vector<float> rows;
         for (const auto& row : r.rows) rows.insert(rows.end(), row.begin(), row.end());
-        return std::make_tuple(report_json(r), format_report(r), to_numpy(std::move(rows), {count, n}));
+        return std::make_tuple(report_json(r), format_report(r),
+                               to_numpy(std::move(rows), {count, n}));
       },
       nb::arg("spec"), nb::arg("a_row").none(), nb::arg("b").none(),
       "invariance_report(): (JSON text, the CLI's table, the row under each distinct arithmetic).");
@@ -85,7 +87,8 @@ void bind_invariance(nb::module_& m) {
         }
         std::vector<std::tuple<std::string, int, int, std::string, std::string>> layers;
         for (const LayerInvariance& l : v)
-          layers.emplace_back(l.layer.name, l.layer.n, l.layer.k, l.layer.from, report_json(l.report));
+          layers.emplace_back(l.layer.name, l.layer.n, l.layer.k, l.layer.from,
+                              report_json(l.report));
         return std::make_tuple(layers, format_model_table(ml, v), ml.source);
       },
       nb::arg("model"), nb::arg("spec"), nb::arg("a_row").none(),

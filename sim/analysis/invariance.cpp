@@ -154,11 +154,13 @@ long long ordinal(const FormatSpec& f, float v) {
 }
 
 // How many of `rows` differ in their bits from every row before them.
-std::size_t distinct_rows(const std::string& out_type, const std::vector<std::vector<float>>& rows) {
+std::size_t distinct_rows(const std::string& out_type,
+                          const std::vector<std::vector<float>>& rows) {
   std::size_t n = 0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     bool seen = false;
-    for (std::size_t j = 0; j < i && !seen; ++j) seen = row_movement(out_type, rows[j], rows[i]).changed == 0;
+    for (std::size_t j = 0; j < i && !seen; ++j)
+      seen = row_movement(out_type, rows[j], rows[i]).changed == 0;
     n += !seen;
   }
   return n;
@@ -174,18 +176,27 @@ void check_spec(const InvarianceSpec& s) {
   if (s.n < 1 || s.k < 1 || s.n > limits::kMaxDim || s.k > limits::kMaxDim)
     throw std::invalid_argument(
         fmt::format("N = {}, K = {}: each must be in 1..{}", s.n, s.k, limits::kMaxDim));
+  // The row's weights live in memory as values, codes and the engine's decoded operand (about
+  // 20 bytes an element): 2^28 elements is some 5 GB.
+  constexpr std::size_t kMaxRowWeights = std::size_t(1) << 28;
+  if (s.rows && std::size_t(s.n) * std::size_t(s.k) > kMaxRowWeights)
+    throw std::invalid_argument(fmt::format(
+        "N x K = {} x {}: more than 2^28 weights for the row's GEMM (rows=false / --no-rows "
+        "reports the plans alone)",
+        s.n, s.k));
   if (sc == "block" && s.k % 128 != 0)
     throw std::invalid_argument(fmt::format(
         "K = {}: block scales quantise whole 1x128 / 128x128 blocks (K a multiple of 128)", s.k));
-  if (s.m.empty()) throw std::invalid_argument("M: no values (give a range 1-4096 or a list 1,2,4)");
+  if (s.m.empty())
+    throw std::invalid_argument("M: no values (give a range 1-4096 or a list 1,2,4)");
   for (std::size_t i = 0; i < s.m.size(); ++i)
     if (s.m[i] < 1 || (i > 0 && s.m[i] <= s.m[i - 1]))
-      throw std::invalid_argument(fmt::format("M: {} is not >= 1 and above the M before it", s.m[i]));
+      throw std::invalid_argument(
+          fmt::format("M: {} is not >= 1 and above the M before it", s.m[i]));
   if (s.bias && s.out_type == "f32" && !s.kernel.empty() && plan_rule(s.kernel).plan == "cublaslt")
     throw std::invalid_argument("bias: the cuBLASLt plans take a bias with bf16 or f16 outputs");
   if (!s.a_row.empty() && s.a_row.size() != std::size_t(s.k))
-    throw std::invalid_argument(
-        fmt::format("a_row: {} values, but K = {}", s.a_row.size(), s.k));
+    throw std::invalid_argument(fmt::format("a_row: {} values, but K = {}", s.a_row.size(), s.k));
   if (!s.b.empty() && s.b.size() != std::size_t(s.n) * std::size_t(s.k))
     throw std::invalid_argument(
         fmt::format("b: {} values, but N x K = {} x {}", s.b.size(), s.n, s.k));
@@ -267,10 +278,13 @@ InvarianceInputs invariance_inputs(const InvarianceSpec& s) {
   const std::string sc = scaling_of(s);
   const FormatSpec e4m3 = format_by_name("e4m3");
   const ScalingSpec q = scaling_by_name(sc == "block" ? "block128" : sc);
-  const std::vector<double> a = s.a_row.empty() ? gaussian(s.seed, "invariance a row", s.k, s.threads) : s.a_row;
-  const std::vector<double> b = s.b.empty() ? gaussian(s.seed, "invariance b", std::size_t(s.n) * s.k, s.threads) : s.b;
+  const std::vector<double> a =
+      s.a_row.empty() ? gaussian(s.seed, "invariance a row", s.k, s.threads) : s.a_row;
+  const std::vector<double> b =
+      s.b.empty() ? gaussian(s.seed, "invariance b", std::size_t(s.n) * s.k, s.threads) : s.b;
   const QuantisedOperand qa = quantise_operand(q, OperandRole::a, e4m3, 1, s.k, a, 1, s.threads);
-  const QuantisedOperand qb = quantise_operand(q, OperandRole::b, e4m3, s.n, s.k, b, s.n, s.threads);
+  const QuantisedOperand qb =
+      quantise_operand(q, OperandRole::b, e4m3, s.n, s.k, b, s.n, s.threads);
   InvarianceInputs in;
   in.a = codes_of(qa);
   in.b = codes_of(qb);
@@ -284,14 +298,16 @@ InvarianceInputs invariance_inputs(const InvarianceSpec& s) {
     for (const double x : gaussian(s.seed, "invariance bias", s.n, s.threads))
       in.bias.push_back(float(fp8sim::quantize(x, out)));
   }
-  const std::string who = s.a_row.empty() && s.b.empty()
-                              ? fmt::format("seeded N(0, 1) activations and weights (seed {})", s.seed)
-                          : s.b.empty()
-                              ? fmt::format("the given activation row, seeded N(0, 1) weights (seed {})", s.seed)
-                          : s.a_row.empty()
-                              ? fmt::format("a seeded N(0, 1) activation row (seed {}), the given weights", s.seed)
-                              : std::string("the given activation row and weights");
-  in.what = fmt::format("{}, quantised to e4m3 with {} scales{}", who, sc == "block" ? "1x128 / 128x128" : sc,
+  const std::string who =
+      s.a_row.empty() && s.b.empty()
+          ? fmt::format("seeded N(0, 1) activations and weights (seed {})", s.seed)
+      : s.b.empty()
+          ? fmt::format("the given activation row, seeded N(0, 1) weights (seed {})", s.seed)
+      : s.a_row.empty()
+          ? fmt::format("a seeded N(0, 1) activation row (seed {}), the given weights", s.seed)
+          : std::string("the given activation row and weights");
+  in.what = fmt::format("{}, quantised to e4m3 with {} scales{}", who,
+                        sc == "block" ? "1x128 / 128x128" : sc,
                         s.bias ? fmt::format(", a seeded bias in {}", s.out_type) : "");
   return in;
 }
@@ -313,7 +329,8 @@ RowMovement row_movement(const std::string& out_type, const std::vector<float>& 
   for (std::size_t i = 0; i < before.size() && i < after.size(); ++i) {
     if (encode(double(before[i]), f) == encode(double(after[i]), f)) continue;
     ++r.changed;
-    r.max_ulp = std::max(r.max_ulp, double(std::llabs(ordinal(f, before[i]) - ordinal(f, after[i]))));
+    r.max_ulp =
+        std::max(r.max_ulp, double(std::llabs(ordinal(f, before[i]) - ordinal(f, after[i]))));
     const double d = std::fabs(double(after[i]) - double(before[i]));
     r.max_rel = std::max(r.max_rel, before[i] == 0 ? INFINITY : d / std::fabs(double(before[i])));
   }
@@ -343,10 +360,12 @@ std::optional<InvarianceFix> pinned_fix(const InvarianceSpec& s, const Invarianc
     f.options = base_options(s);
     f.options.split_k = 1;
     f.setting = "split_k=1";
-    f.detail = "cuBLASLt: an algorithm with CUBLASLT_ALGO_CONFIG_SPLITK_NUM = 1 "
-               "(torch._scaled_mm has no switch for it); fp8sim: --split-k 1";
-    f.cost = "1.00x the emulated MACs at every M (split-K cuts K, it adds no MACs); the cost is "
-             "parallelism: where cuBLASLt split K in S slices, S times fewer CTAs run";
+    f.detail =
+        "cuBLASLt: an algorithm with CUBLASLT_ALGO_CONFIG_SPLITK_NUM = 1 "
+        "(torch._scaled_mm has no switch for it); fp8sim: --split-k 1";
+    f.cost =
+        "1.00x the emulated MACs at every M (split-K cuts K, it adds no MACs); the cost is "
+        "parallelism: where cuBLASLt split K in S slices, S times fewer CTAs run";
   } else if (plan == "triton") {
     const PlanPoint* last = nullptr;
     for (const PlanPoint& p : r.points)
@@ -354,7 +373,8 @@ std::optional<InvarianceFix> pinned_fix(const InvarianceSpec& s, const Invarianc
     f.options = last->plan.options;
     f.setting = fmt::format("pin the config of M = {}: {}", last->m, last->plan.key);
     f.detail = last->plan.detail;
-    f.mac_ratio = padded_rows(last->plan.tile_m, first->m) / padded_rows(first->plan.tile_m, first->m);
+    f.mac_ratio =
+        padded_rows(last->plan.tile_m, first->m) / padded_rows(first->plan.tile_m, first->m);
     f.cost = fmt::format("{:.2f}x the emulated MACs at M = {} (rows padded to the pinned tile)",
                          f.mac_ratio, first->m);
   } else {
@@ -374,12 +394,14 @@ InvarianceReport build_report(const InvarianceSpec& s, bool all_refused_is_error
   r.spec.b.clear();
   const std::string sc = scaling_of(s);
   r.spec.scaling = sc;
-  r.kernel_text = s.kernel.empty()
-      ? fmt::format("a loose recipe ({}, promoted every {}, scales {}, split-K {}), {} out, {} scales",
-                    s.model, s.promote_every, s.scale_order, s.split_k, s.out_type, sc)
-      : fmt::format("{}{}, {} out, {} scales{}", s.kernel,
-                    plan_rule(s.kernel).plan == "cublaslt" ? fmt::format(" on {}", s.gpu) : "",
-                    s.out_type, sc, s.bias ? ", bias" : "");
+  r.kernel_text =
+      s.kernel.empty()
+          ? fmt::format(
+                "a loose recipe ({}, promoted every {}, scales {}, split-K {}), {} out, {} scales",
+                s.model, s.promote_every, s.scale_order, s.split_k, s.out_type, sc)
+          : fmt::format("{}{}, {} out, {} scales{}", s.kernel,
+                        plan_rule(s.kernel).plan == "cublaslt" ? fmt::format(" on {}", s.gpu) : "",
+                        s.out_type, sc, s.bias ? ", bias" : "");
   // 1. The plan at every M, and the distinct arithmetic among them.
   std::map<std::string, int> variant_of;
   std::vector<GemmOptions> variants;
@@ -388,7 +410,8 @@ InvarianceReport build_report(const InvarianceSpec& s, bool all_refused_is_error
     p.m = m;
     try {
       p.plan = plan_at(s, m);
-      const auto [it, fresh] = variant_of.emplace(options_text(p.plan.options), int(variants.size()));
+      const auto [it, fresh] =
+          variant_of.emplace(options_text(p.plan.options), int(variants.size()));
       if (fresh) variants.push_back(p.plan.options);
       p.variant = it->second;
     } catch (const std::invalid_argument& e) {
@@ -401,8 +424,15 @@ InvarianceReport build_report(const InvarianceSpec& s, bool all_refused_is_error
   if (r.refused == r.points.size()) {
     if (all_refused_is_error)
       throw std::invalid_argument(fmt::format("every M refused: {}", r.points.front().refusal));
-    PlanRegion g{s.m.front(), s.m.back(), s.m.size(), true, "refused", r.points.front().refusal,
-                 "refused " + std::to_string(s.m.size()), r.points.front().refusal, -1};
+    PlanRegion g{s.m.front(),
+                 s.m.back(),
+                 s.m.size(),
+                 true,
+                 "refused",
+                 r.points.front().refusal,
+                 "refused " + std::to_string(s.m.size()),
+                 r.points.front().refusal,
+                 -1};
     r.regions.push_back(g);
     r.verdict = fmt::format("unknown: every M refused ({})", r.points.front().refusal);
     return r;
@@ -411,7 +441,8 @@ InvarianceReport build_report(const InvarianceSpec& s, bool all_refused_is_error
   std::map<std::string, std::size_t> sources;
   std::vector<std::string> details;
   auto close_region = [&](PlanRegion& g) {
-    for (const auto& [src, n] : sources) g.sources += (g.sources.empty() ? "" : ", ") + fmt::format("{} {}", src, n);
+    for (const auto& [src, n] : sources)
+      g.sources += (g.sources.empty() ? "" : ", ") + fmt::format("{} {}", src, n);
     sources.clear();
     // The first point's detail (a refusal: the first refusal's line), and how many others.
     g.detail = details.front();
@@ -460,7 +491,8 @@ InvarianceReport build_report(const InvarianceSpec& s, bool all_refused_is_error
       c.m_after = r.regions[g].m_lo;
       c.same_arithmetic = r.regions[last].variant == r.regions[g].variant;
       if (!r.rows.empty() && !c.same_arithmetic)
-        c.movement = row_movement(s.out_type, r.rows[r.regions[last].variant], r.rows[r.regions[g].variant]);
+        c.movement =
+            row_movement(s.out_type, r.rows[r.regions[last].variant], r.rows[r.regions[g].variant]);
       r.changes.push_back(c);
     }
     last = int(g);
@@ -474,12 +506,15 @@ InvarianceReport build_report(const InvarianceSpec& s, bool all_refused_is_error
   r.invariant = r.refused == 0 && variants.size() == 1;
   const std::string hidden =
       variants.size() > 1 && distinct == 1
-          ? fmt::format("; this row's bits are equal under all {} (the {} rounding hides their fp32 "
-                        "difference here), another row's may not be", variants.size(), s.out_type)
+          ? fmt::format(
+                "; this row's bits are equal under all {} (the {} rounding hides their fp32 "
+                "difference here), another row's may not be",
+                variants.size(), s.out_type)
           : "";
   if (r.invariant) {
-    r.verdict = fmt::format("invariant over M {} ({} values): every M answered, one arithmetic{}",
-                            range, s.m.size(), r.rows.empty() ? "" : ", the row's bits equal at every M");
+    r.verdict =
+        fmt::format("invariant over M {} ({} values): every M answered, one arithmetic{}", range,
+                    s.m.size(), r.rows.empty() ? "" : ", the row's bits equal at every M");
   } else if (variants.size() == 1) {
     r.verdict = fmt::format("unknown at {} of {} M (refused); the {} answered M run one arithmetic",
                             r.refused, s.m.size(), answered);
@@ -495,7 +530,8 @@ InvarianceReport build_report(const InvarianceSpec& s, bool all_refused_is_error
       // Every M runs the pinned plan (refused ones too: the fix decides what they left
       // open); each distinct arithmetic through the engine, a row already computed kept.
       std::map<std::string, GemmOptions> fixed;
-      for (std::size_t i = 0; i < s.m.size(); ++i) fixed.emplace(options_text(f->options), f->options);
+      for (std::size_t i = 0; i < s.m.size(); ++i)
+        fixed.emplace(options_text(f->options), f->options);
       f->distinct_rows = fixed.size();
       if (s.rows) {
         std::vector<std::vector<float>> rows;
@@ -523,10 +559,11 @@ std::vector<LayerInvariance> model_invariance(const InvarianceSpec& s, const Mod
     InvarianceSpec x = s;
     x.n = l.n;
     x.k = l.k;
-    if (!x.b.empty()) throw std::invalid_argument("b: the model view draws each layer's weights (drop b)");
+    if (!x.b.empty())
+      throw std::invalid_argument("b: the model view draws each layer's weights (drop b)");
     if (!x.a_row.empty() && x.a_row.size() != std::size_t(l.k))
-      throw std::invalid_argument(fmt::format("a_row: {} values, but layer {} has K = {}",
-                                              x.a_row.size(), l.name, l.k));
+      throw std::invalid_argument(
+          fmt::format("a_row: {} values, but layer {} has K = {}", x.a_row.size(), l.name, l.k));
     out.push_back({l, build_report(x, false)});
   }
   return out;

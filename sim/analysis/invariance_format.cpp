@@ -30,8 +30,8 @@ std::string number(double v) {
 
 std::string format_report(const InvarianceReport& r) {
   const InvarianceSpec& s = r.spec;
-  std::string o = fmt::format("invariance: {}; N {}, K {}; M {} ({} values)\n", r.kernel_text,
-                              s.n, s.k, m_range_text(s.m.front(), s.m.back()), s.m.size());
+  std::string o = fmt::format("invariance: {}; N {}, K {}; M {} ({} values)\n", r.kernel_text, s.n,
+                              s.k, m_range_text(s.m.front(), s.m.back()), s.m.size());
   if (!r.input_text.empty()) o += fmt::format("row: {}\n", r.input_text);
   o += fmt::format("\n{:<13} {:>6}  {:<14} {:<22} {}\n", "M", "points", "plan", "source", "detail");
   for (const PlanRegion& g : r.regions)
@@ -41,11 +41,13 @@ std::string format_report(const InvarianceReport& r) {
     o += "\nchanges of plan (the row's D before -> after):\n";
     for (const PlanChange& c : r.changes) {
       const PlanRegion &a = r.regions[c.from], &b = r.regions[c.to];
-      std::string moved = c.same_arithmetic ? std::string("same arithmetic: the row's bits cannot move")
-                          : r.rows.empty() ? std::string("rows not computed")
-                          : fmt::format("{} of {} outputs changed ({:.1f}%), max {} ULP, max rel {}",
-                                        c.movement.changed, s.n, 100 * c.movement.changed_share,
-                                        number(c.movement.max_ulp), number(c.movement.max_rel));
+      std::string moved =
+          c.same_arithmetic ? std::string("same arithmetic: the row's bits cannot move")
+          : r.rows.empty()
+              ? std::string("rows not computed")
+              : fmt::format("{} of {} outputs changed ({:.1f}%), max {} ULP, max rel {}",
+                            c.movement.changed, s.n, 100 * c.movement.changed_share,
+                            number(c.movement.max_ulp), number(c.movement.max_rel));
       o += fmt::format("M {} -> {}: {} -> {}: {}\n", c.m_before, c.m_after, a.key, b.key, moved);
     }
   }
@@ -85,64 +87,89 @@ std::string regions_csv(const InvarianceReport& r, std::string_view layer, bool 
 std::string points_csv(const InvarianceReport& r, std::string_view layer, bool header) {
   std::string o = header ? "layer,n,k,m,plan,source,refused,variant,split_k,detail,why\n" : "";
   for (const PlanPoint& p : r.points)
-    o += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(layer), r.spec.n, r.spec.k,
-                     p.m, csv_field(p.refused ? "refused" : p.plan.key),
-                     csv_field(p.refused ? "" : p.plan.source), p.refused ? 1 : 0, p.variant,
-                     p.refused ? 0 : p.plan.options.split_k,
-                     csv_field(p.refused ? "" : p.plan.detail),
-                     csv_field(p.refused ? p.refusal : p.plan.why));
+    o += fmt::format(
+        "{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(layer), r.spec.n, r.spec.k, p.m,
+        csv_field(p.refused ? "refused" : p.plan.key), csv_field(p.refused ? "" : p.plan.source),
+        p.refused ? 1 : 0, p.variant, p.refused ? 0 : p.plan.options.split_k,
+        csv_field(p.refused ? "" : p.plan.detail), csv_field(p.refused ? p.refusal : p.plan.why));
   return o;
 }
 
 std::string report_json(const InvarianceReport& r) {
   using nlohmann::json;
   const InvarianceSpec& s = r.spec;
-  json j = {{"kernel", s.kernel}, {"gpu", s.gpu}, {"out_type", s.out_type},
-            {"scaling", s.scaling}, {"bias", s.bias}, {"n", s.n}, {"k", s.k},
-            {"seed", s.seed}, {"kernel_text", r.kernel_text}, {"input", r.input_text},
-            {"refused", r.refused}, {"invariant", r.invariant}, {"verdict", r.verdict}};
+  json j = {{"kernel", s.kernel},
+            {"gpu", s.gpu},
+            {"out_type", s.out_type},
+            {"scaling", s.scaling},
+            {"bias", s.bias},
+            {"n", s.n},
+            {"k", s.k},
+            {"seed", s.seed},
+            {"kernel_text", r.kernel_text},
+            {"input", r.input_text},
+            {"refused", r.refused},
+            {"invariant", r.invariant},
+            {"verdict", r.verdict}};
   json pts = json::array(), regs = json::array(), chs = json::array();
   for (const PlanPoint& p : r.points) {
-    json x = {{"m", p.m}, {"refused", p.refused}, {"plan", p.refused ? "refused" : p.plan.key},
-              {"source", p.refused ? "" : p.plan.source}, {"variant", p.variant},
+    json x = {{"m", p.m},
+              {"refused", p.refused},
+              {"plan", p.refused ? "refused" : p.plan.key},
+              {"source", p.refused ? "" : p.plan.source},
+              {"variant", p.variant},
               {"split_k", p.refused ? 0 : p.plan.options.split_k},
               {"detail", p.refused ? "" : p.plan.detail},
               {"why", p.refused ? p.refusal : p.plan.why}};
     if (!p.refused) {  // the GEMM the row runs at this M, as fp8sim.gemm's keywords
       const GemmOptions& o = p.plan.options;
-      x["options"] = {{"kernel", o.kernel}, {"model", o.model}, {"promote_every", o.promote_every},
-                      {"scaling", o.scaling}, {"block", o.block}, {"scale_order", o.scale_order},
-                      {"out_type", o.out_type}, {"split_k", o.split_k},
-                      {"split_k_align", o.split_k_align}};
+      x["options"] = {
+          {"kernel", o.kernel},     {"model", o.model},     {"promote_every", o.promote_every},
+          {"scaling", o.scaling},   {"block", o.block},     {"scale_order", o.scale_order},
+          {"out_type", o.out_type}, {"split_k", o.split_k}, {"split_k_align", o.split_k_align}};
     }
     pts.push_back(x);
   }
   for (const PlanRegion& g : r.regions)
-    regs.push_back({{"m_lo", g.m_lo}, {"m_hi", g.m_hi}, {"points", g.points}, {"plan", g.key},
-                    {"sources", g.sources}, {"refused", g.refused}, {"variant", g.variant},
+    regs.push_back({{"m_lo", g.m_lo},
+                    {"m_hi", g.m_hi},
+                    {"points", g.points},
+                    {"plan", g.key},
+                    {"sources", g.sources},
+                    {"refused", g.refused},
+                    {"variant", g.variant},
                     {"detail", g.detail}});
   for (const PlanChange& c : r.changes)
-    chs.push_back({{"m_before", c.m_before}, {"m_after", c.m_after},
-                   {"from", r.regions[c.from].key}, {"to", r.regions[c.to].key},
-                   {"same_arithmetic", c.same_arithmetic}, {"changed", c.movement.changed},
-                   {"changed_share", c.movement.changed_share}, {"max_ulp", c.movement.max_ulp},
-                   {"max_rel", std::isinf(c.movement.max_rel) ? json("inf") : json(c.movement.max_rel)}});
+    chs.push_back(
+        {{"m_before", c.m_before},
+         {"m_after", c.m_after},
+         {"from", r.regions[c.from].key},
+         {"to", r.regions[c.to].key},
+         {"same_arithmetic", c.same_arithmetic},
+         {"changed", c.movement.changed},
+         {"changed_share", c.movement.changed_share},
+         {"max_ulp", c.movement.max_ulp},
+         {"max_rel", std::isinf(c.movement.max_rel) ? json("inf") : json(c.movement.max_rel)}});
   j["points"] = pts;
   j["regions"] = regs;
   j["changes"] = chs;
   if (r.fix)
-    j["fix"] = {{"setting", r.fix->setting}, {"detail", r.fix->detail}, {"checked", r.fix->checked},
-                {"invariant", r.fix->invariant}, {"distinct_rows", r.fix->distinct_rows},
-                {"mac_ratio", r.fix->mac_ratio}, {"cost", r.fix->cost}};
+    j["fix"] = {{"setting", r.fix->setting},
+                {"detail", r.fix->detail},
+                {"checked", r.fix->checked},
+                {"invariant", r.fix->invariant},
+                {"distinct_rows", r.fix->distinct_rows},
+                {"mac_ratio", r.fix->mac_ratio},
+                {"cost", r.fix->cost}};
   return j.dump(1) + "\n";
 }
 
 std::string format_model_table(const ModelLayers& m, const std::vector<LayerInvariance>& v) {
   if (v.empty()) return "";
   const InvarianceReport& r0 = v.front().report;
-  std::string o = fmt::format("invariance by layer: {}; {}; M {} ({} values)\n", m.model,
-                              r0.kernel_text, m_range_text(r0.spec.m.front(), r0.spec.m.back()),
-                              r0.spec.m.size());
+  std::string o =
+      fmt::format("invariance by layer: {}; {}; M {} ({} values)\n", m.model, r0.kernel_text,
+                  m_range_text(r0.spec.m.front(), r0.spec.m.back()), r0.spec.m.size());
   o += fmt::format("layers: {}\n\n", m.source);
   o += fmt::format("{:<22} {:>6} {:>6}  {:<10} {:<28} {:>7}  {}\n", "layer", "N", "K", "verdict",
                    "plans over M", "refused", "plan changes at M");
@@ -153,8 +180,9 @@ std::string format_model_table(const ModelLayers& m, const std::vector<LayerInva
       if (!g.refused && plans.find(g.key) == std::string::npos)
         plans += (plans.empty() ? "" : ", ") + g.key;
     for (const PlanChange& c : r.changes)
-      if (!c.same_arithmetic) at += (at.empty() ? "" : ", ") + fmt::format("{}->{}", c.m_before, c.m_after);
-    const std::string verdict = r.invariant ? "invariant"
+      if (!c.same_arithmetic)
+        at += (at.empty() ? "" : ", ") + fmt::format("{}->{}", c.m_before, c.m_after);
+    const std::string verdict = r.invariant                          ? "invariant"
                                 : r.verdict.rfind("unknown", 0) == 0 ? "unknown"
                                                                      : "varies";
     o += fmt::format("{:<22} {:>6} {:>6}  {:<10} {:<28} {:>7}  {}\n", l.layer.name, l.layer.n,

@@ -61,8 +61,8 @@ ModelLayers model_layers(std::string_view name_or_path) {
   }
   std::string known;
   for (const auto& n : model_names()) known += (known.empty() ? "" : ", ") + n;
-  throw std::invalid_argument(fmt::format("unknown model '{}' (known: {}; or a .json path)",
-                                          name_or_path, known));
+  throw std::invalid_argument(
+      fmt::format("unknown model '{}' (known: {}; or a .json path)", name_or_path, known));
 }
 
 }  // namespace fp8sim

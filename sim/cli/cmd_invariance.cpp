@@ -26,10 +26,12 @@ struct InvarianceArgs {
 std::vector<double> read_row(const std::string& path, int row, int k) {
   const InputMatrix a = read_input_npy(path, InputDtype::automatic);
   if (row >= a.rows)
-    throw std::invalid_argument(fmt::format("{}: row {} asked, the file has {} rows", path, row, a.rows));
+    throw std::invalid_argument(
+        fmt::format("{}: row {} asked, the file has {} rows", path, row, a.rows));
   if (a.cols != k)
     throw std::invalid_argument(fmt::format("{}: {} columns, but K = {}", path, a.cols, k));
-  return {a.values.begin() + std::size_t(row) * a.cols, a.values.begin() + std::size_t(row + 1) * a.cols};
+  return {a.values.begin() + std::size_t(row) * a.cols,
+          a.values.begin() + std::size_t(row + 1) * a.cols};
 }
 
 void run_invariance(InvarianceArgs& g) {
@@ -37,7 +39,8 @@ void run_invariance(InvarianceArgs& g) {
   if (s.kernel == "none") s.kernel.clear();
   if (g.fast_accum) {
     if (s.kernel != "cublaslt")
-      throw std::invalid_argument("--fast-accum is cuBLASLt's: give --kernel cublaslt (or --kernel cublaslt-fast-accum)");
+      throw std::invalid_argument(
+          "--fast-accum is cuBLASLt's: give --kernel cublaslt (or --kernel cublaslt-fast-accum)");
     s.kernel = "cublaslt-fast-accum";
   }
   if (s.out_type == "fp32") s.out_type = "f32";
@@ -47,24 +50,28 @@ void run_invariance(InvarianceArgs& g) {
   if (!g.model.empty()) {
     if (g.n_given || g.k_given)
       throw std::invalid_argument("--model gives each layer's N and K: drop --n and --k");
-    if (!g.b.empty()) throw std::invalid_argument("--b: the model view draws each layer's weights (drop --b)");
+    if (!g.b.empty())
+      throw std::invalid_argument("--b: the model view draws each layer's weights (drop --b)");
     const ModelLayers m = model_layers(g.model);
     if (!g.a_row.empty()) {
       for (const ModelLayer& l : m.layers)
         if (l.k != m.layers.front().k)
-          throw std::invalid_argument("--a-row: the model's layers have different K (drop --a-row)");
+          throw std::invalid_argument(
+              "--a-row: the model's layers have different K (drop --a-row)");
       s.a_row = read_row(g.a_row, g.row, m.layers.front().k);
     }
     const std::vector<LayerInvariance> v = model_invariance(s, m);
     std::vector<std::pair<std::string, std::string>> files;
     if (!g.csv.empty()) {
       std::string text;
-      for (std::size_t i = 0; i < v.size(); ++i) text += regions_csv(v[i].report, v[i].layer.name, i == 0);
+      for (std::size_t i = 0; i < v.size(); ++i)
+        text += regions_csv(v[i].report, v[i].layer.name, i == 0);
       files.emplace_back(g.csv, text);
     }
     if (!g.points_csv.empty()) {
       std::string text;
-      for (std::size_t i = 0; i < v.size(); ++i) text += points_csv(v[i].report, v[i].layer.name, i == 0);
+      for (std::size_t i = 0; i < v.size(); ++i)
+        text += points_csv(v[i].report, v[i].layer.name, i == 0);
       files.emplace_back(g.points_csv, text);
     }
     if (!g.json.empty()) {
@@ -83,7 +90,8 @@ void run_invariance(InvarianceArgs& g) {
   if (!g.b.empty()) {
     const InputMatrix b = read_input_npy(g.b, InputDtype::automatic);
     if (b.rows != s.n || b.cols != s.k)
-      throw std::invalid_argument(fmt::format("{}: {} x {}, but N x K = {} x {}", g.b, b.rows, b.cols, s.n, s.k));
+      throw std::invalid_argument(
+          fmt::format("{}: {} x {}, but N x K = {} x {}", g.b, b.rows, b.cols, s.n, s.k));
     s.b = b.values;
   }
   const InvarianceReport r = invariance_report(s);
@@ -118,7 +126,8 @@ void add_invariance_command(CLI::App& app) {
   cmd->add_flag("--bias", g->spec.bias, "A bias in the call (bf16 / f16 outputs)");
   cmd->add_option("--triton-config", g->spec.triton_config,
                   "triton-w8a8-block-fp8: the launch config (a server's name or a config JSON)");
-  add_integer_option(cmd, "--n", g->spec.n, "Output columns (the weight's rows)", 1, limits::kMaxDim)
+  add_integer_option(cmd, "--n", g->spec.n, "Output columns (the weight's rows)", 1,
+                     limits::kMaxDim)
       ->each([g](const std::string&) { g->n_given = true; });
   add_integer_option(cmd, "--k", g->spec.k, "The reduction length", 1, limits::kMaxDim)
       ->each([g](const std::string&) { g->k_given = true; });
@@ -127,7 +136,8 @@ void add_invariance_command(CLI::App& app) {
   cmd->add_option("--model", g->model,
                   "Every layer of a model: deepseek-v3, llama-3-8b, or a layer list .json "
                   "(sim/data/models/*.json shows the form)");
-  cmd->add_option("--a-row", g->a_row, "The activation row: a 2-D float .npy (f32/bf16/f16), row --row");
+  cmd->add_option("--a-row", g->a_row,
+                  "The activation row: a 2-D float .npy (f32/bf16/f16), row --row");
   add_integer_option(cmd, "--row", g->row, "Which row of --a-row", 0, limits::kMaxDim);
   cmd->add_option("--b", g->b, "The weights: a float .npy (N, K) (default: seeded N(0, 1))");
   add_integer_option(cmd, "--seed", g->spec.seed, "Seed of the Gaussian row and weights", 0,
@@ -136,11 +146,12 @@ void add_invariance_command(CLI::App& app) {
   cmd->add_option("--mma-model", g->spec.model, "--kernel none: the accumulator model")
       ->capture_default_str();
   add_integer_option(cmd, "--promote-every", g->spec.promote_every,
-                     "--kernel none: K elements per promoted chunk (0 = never)", 0, limits::kMaxDim);
+                     "--kernel none: K elements per promoted chunk (0 = never)", 0,
+                     limits::kMaxDim);
   cmd->add_option("--scale-order", g->spec.scale_order, "--kernel none: deepgemm|cublaslt|triton")
       ->capture_default_str();
-  add_integer_option(cmd, "--split-k", g->spec.split_k, "--kernel none: K slices (fixed at every M)",
-                     1, limits::kMaxDim);
+  add_integer_option(cmd, "--split-k", g->spec.split_k,
+                     "--kernel none: K slices (fixed at every M)", 1, limits::kMaxDim);
   cmd->add_option("--csv", g->csv, "Write the plan regions as CSV (a layer column for --model)");
   cmd->add_option("--points-csv", g->points_csv, "Write the plan at every M as CSV");
   cmd->add_option("--json", g->json, "Write the whole report as JSON");
@@ -151,10 +162,10 @@ void add_invariance_command(CLI::App& app) {
     if (!a.spec.kernel.empty() && a.spec.kernel != "none" &&
         (a.spec.model != d.model || a.spec.promote_every != d.promote_every ||
          a.spec.scale_order != d.scale_order || a.spec.split_k != d.split_k))
-      throw std::invalid_argument(fmt::format(
-          "kernel {} sets the model, promotion, scale order and split: --mma-model, "
-          "--promote-every, --scale-order and --split-k go with --kernel none",
-          a.spec.kernel));
+      throw std::invalid_argument(
+          fmt::format("kernel {} sets the model, promotion, scale order and split: --mma-model, "
+                      "--promote-every, --scale-order and --split-k go with --kernel none",
+                      a.spec.kernel));
     run_invariance(a);
   });
 }

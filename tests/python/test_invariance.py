@@ -97,6 +97,7 @@ def test_deepgemm_invariant_and_model_view():
      "every M refused: needs sim/kernel/triton_config (issue 36)"),
     (["--n", "1024", "--k", "9728", "--m", "87"], "every M refused: torch._scaled_mm 87x1024x9728"),
     (["--n", "64", "--k", "256", "--m", "1", "--gpu", "a100"], "gpu 'a100': no recorded cuBLASLt plans"),
+    (["--n", "129280", "--k", "7168", "--m", "1"], "more than 2^28 weights"),
     (["--n", "64", "--k", "256", "--m", "1", "--a-row", "/nonexistent.npy"], "/nonexistent.npy"),
 ])
 def test_cli_errors(args, message):
