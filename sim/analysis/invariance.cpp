@@ -506,10 +506,9 @@ InvarianceReport build_report(const InvarianceSpec& s, bool all_refused_is_error
   r.invariant = r.refused == 0 && variants.size() == 1;
   const std::string hidden =
       variants.size() > 1 && distinct == 1
-          ? fmt::format(
-                "; this row's bits are equal under all {} (the {} rounding hides their fp32 "
-                "difference here), another row's may not be",
-                variants.size(), s.out_type)
+          ? fmt::format("; this row's bits are equal under all {} (for this input they round "
+                        "alike), another row's may not be",
+                        variants.size())
           : "";
   if (r.invariant) {
     r.verdict =
