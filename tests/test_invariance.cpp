@@ -150,7 +150,9 @@ TEST_CASE("a real M-row GEMM's row 0 is the report's row under the plan at M",
   deep.m = {1, 3, 17, 64, 129};
   InvarianceSpec row = cublaslt_spec(96, 2048, {1, 5, 33}, "bf16");
   row.scaling = "row";
-  for (const InvarianceSpec& s : {cub, deep, row}) {
+  InvarianceSpec bias = cublaslt_spec(64, 2048, {1, 2, 64, 300}, "bf16");  // a bf16 bias
+  bias.bias = true;
+  for (const InvarianceSpec& s : {cub, deep, row, bias}) {
     const InvarianceReport r = invariance_report(s);
     const InvarianceInputs in = invariance_inputs(s);
     for (const PlanPoint& p : r.points) {
