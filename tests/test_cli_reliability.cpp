@@ -216,7 +216,8 @@ TEST_CASE("a write error on standard output is exit 2 with one line, for every c
       "table -f e2m1", "table -f e5m2", "encode -f e4m3 -- 1 2 3", "decode -f e4m3 -- 56",
       "models", "recipes", "replay --captures cap2", "replay --captures cap2 --model exact",
       "analyze --a FA.npy --b FA.npy --recipes fast-accum --out an_out --quiet", "--help",
-      "gemm --help"};
+      "gemm --help", "invariance --n 576 --k 7168 --m 1-300 --no-rows",
+      "invariance --model deepseek-v3 --m 1-64 --no-rows"};
   for (const std::string& c : commands)
     for (const char* sink : {" > /dev/full", " >&-"}) {
       const Run r = run_cli(c + sink);

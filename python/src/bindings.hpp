@@ -8,4 +8,5 @@ void bind_format(nanobind::module_& m);  // bind_format.cpp: formats, conversion
 void bind_gemm(nanobind::module_& m);    // bind_gemm.cpp: gemm, models
 void bind_study(nanobind::module_& m);   // bind_study.cpp: sweep, replay, probe
 void bind_analyze(nanobind::module_& m); // bind_analyze.cpp: analyze
+void bind_invariance(nanobind::module_& m);  // bind_invariance.cpp: invariance
 }  // namespace fp8sim::py

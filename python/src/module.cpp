@@ -10,4 +10,5 @@ NB_MODULE(_core, m) {
   fp8sim::py::bind_gemm(m);
   fp8sim::py::bind_study(m);
   fp8sim::py::bind_analyze(m);
+  fp8sim::py::bind_invariance(m);
 }

@@ -13,6 +13,7 @@ void add_convert_commands(CLI::App& app);  // encode, decode, table
 void add_gemm_commands(CLI::App& app);     // gemm, models, kernels, explain
 void add_replay_command(CLI::App& app);    // replay
 void add_analyze_command(CLI::App& app);   // analyze
+void add_invariance_command(CLI::App& app); // invariance
 
 // Thrown by a command that ends with a code other than 0 or 2 (replay: 1 on a mismatch);
 // main flushes stdout and exits with it.

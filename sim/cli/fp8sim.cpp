@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   fp8sim::cli::add_gemm_commands(app);
   fp8sim::cli::add_replay_command(app);
   fp8sim::cli::add_analyze_command(app);
+  fp8sim::cli::add_invariance_command(app);
   try {
     if (argc > 1 && argv[1][0] != '-') {  // name an unknown command (CLI11 only says one is missing)
       std::string known;
