@@ -8,9 +8,6 @@ fp8sim_add_test(test_gemm_prefixes SOURCES test_gemm_prefixes.cpp LABELS "unit;d
 fp8sim_add_test(test_kernel SOURCES test_kernel.cpp LABELS "unit;golden")
 fp8sim_add_test(test_cublaslt_plan SOURCES test_cublaslt_plan.cpp LABELS "unit;golden"
   LIBS nlohmann_json::nlohmann_json)
-<<<<<<< HEAD
 fp8sim_add_test(test_triton_config SOURCES test_triton_config.cpp LABELS "unit;golden"
   LIBS nlohmann_json::nlohmann_json)
-=======
 fp8sim_add_test(test_invariance SOURCES test_invariance.cpp LABELS "unit;differential")
->>>>>>> wt37
