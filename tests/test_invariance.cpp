@@ -216,14 +216,34 @@ TEST_CASE("fixed presets: DeepGEMM invariant over 1..4096, CUTLASS refuses M not
   for (const PlanPoint& p : c.points) CHECK(p.refused == (p.m % 4 != 0));
 }
 
-TEST_CASE("refusals: every M refused is an error, the Triton plan waits for issue 36", "[unit]") {
+// vLLM's tuned file for N 7168, K 1024 on the H100 picks BLOCK_SIZE_M 16 at M = 1 (FP16
+// mma.sync on sm_90) and 64 from M = 2 (wgmma): the report sees both, and the row it computes
+// under each plan is the row of a real M-row GEMM run under that plan's pinned config.
+TEST_CASE("the Triton block kernel's plan per M is the server's config and its instruction", "[unit]") {
   InvarianceSpec s;
   s.kernel = "triton-w8a8-block-fp8";
-  s.n = 256;
-  s.k = 512;
-  s.m = {1, 2};
-  CHECK_THROWS_WITH(invariance_report(s),
-                    "every M refused: needs sim/kernel/triton_config (issue 36)");
+  s.triton_config = "vllm";
+  s.gpu = "h100";
+  s.n = 7168;
+  s.k = 1024;
+  s.m = {1, 2, 3, 4};
+  const InvarianceReport r = invariance_report(s);
+  REQUIRE(r.points.size() == 4);
+  for (const PlanPoint& p : r.points) {
+    const TritonPlan t = triton_plan("vllm", p.m, s.n, s.k, "h100");
+    CHECK(p.plan.key == fmt::format("config {} {}", to_string(t.config), t.instruction));
+    CHECK(p.plan.tile_m == t.config.block_m);
+  }
+  CHECK(r.points[0].plan.key.find("mma.sync.f16") != std::string::npos);
+  CHECK(r.points[1].plan.key.find("wgmma") != std::string::npos);
+  CHECK_FALSE(r.invariant);
+  // A GPU with no recorded files refuses every M (with the lookup's own line).
+  s.gpu = "a100";
+  CHECK_THROWS_WITH(invariance_report(s), Catch::StartsWith("every M refused: gpu 'a100'"));
+}
+
+TEST_CASE("refusals: every M refused is an error", "[unit]") {
+  InvarianceSpec s;
   s = cublaslt_spec(1024, 9728, {87}, "bf16");
   CHECK_THROWS_WITH(invariance_report(s),
                     Catch::StartsWith("every M refused: torch._scaled_mm 87x1024x9728"));

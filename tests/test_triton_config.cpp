@@ -24,6 +24,7 @@
 #include "io/npy.hpp"
 #include "kernel/gemm_inputs.hpp"
 #include "kernel/kernel.hpp"
+#include "accumulator/accumulator.hpp"
 #include "kernel/triton_config.hpp"
 #include "kernel/triton_config_files.hpp"
 #include "test_seed.hpp"
@@ -266,16 +267,13 @@ TEST_CASE("a config routes to the preset of its instruction, or is refused", "[u
   apply_triton_plan(s, "triton-w8a8-block-fp8", wg64);
   CHECK(s.promote_every == 64);
   CHECK(s.k_tile == 64);
-  bool hmma_modelled = false;
-  for (const KernelSpec& k : kernel_presets())
-    hmma_modelled |= k.name == "triton-w8a8-block-fp8-mma-f16";
-  if (!hmma_modelled) {
-    const std::string e = error_of([&] { apply_triton_plan(s, "triton-w8a8-block-fp8", hmma); });
-    CHECK(e ==
-          "config 16,64,128,4,3 lowers to FP16 mma.sync on sm_90 (BLOCK_SIZE_M 16 is not a "
-          "multiple of 64), whose numerics (kernel triton-w8a8-block-fp8-mma-f16) are not "
-          "yet modelled");
-  }
+  // A config that lowers to FP16 mma.sync routes to the -mma-f16 preset and its model.
+  GemmSpec h;
+  h.scaling = Scaling::block;
+  apply_kernel(h, kernel_by_name("triton-w8a8-block-fp8"));
+  apply_triton_plan(h, "triton-w8a8-block-fp8", hmma);
+  CHECK(h.model.name == accumulator_by_name("triton-mma-f16").name);
+  CHECK(h.promote_every == 128);
   CHECK(error_of([&] {
           apply_triton_plan(s, "triton-w8a8-block-fp8", triton_plan("64,128,256,4,3", 1, 1, 1, ""));
         }).find("does not divide the 128-wide scale block") != std::string::npos);
@@ -370,8 +368,11 @@ TEST_CASE("fp8sim explain and gemm with --triton-config", "[unit]") {
   r = run_cli(base + "--triton-config 64,64,128,4,4");
   CHECK(r.status == 0);
   CHECK(r.err == "fp8sim: triton config 64,64,128,4,4, wgmma (given)\n");
+  r = run_cli(base + "--triton-config 16,64,128,4,3");  // FP16 mma.sync: its own preset
+  CHECK(r.status == 0);
+  CHECK(r.err == "fp8sim: triton config 16,64,128,4,3, mma.sync.f16 (given)\n");
   for (const std::string extra :
-       {"--triton-config 16,64,128,4,3", "--triton-config 16,64,128",
+       {"--triton-config 16,64,128",
         "--triton-config 64,64,128,4,4 --gpu h100",
         "--triton-config 64,64,128,4,4 --promote-every 64", "--triton-config vllm --gpu h300"}) {
     r = run_cli(base + extra);

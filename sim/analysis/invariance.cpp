@@ -16,6 +16,7 @@
 #include "format/rounding.hpp"
 #include "kernel/cublaslt_plan.hpp"
 #include "kernel/kernel.hpp"
+#include "kernel/triton_config.hpp"
 #include "scaling/scaling.hpp"
 
 namespace fp8sim {
@@ -107,18 +108,41 @@ ScaledMmCall scaled_mm_call(const InvarianceSpec& s, int m) {
   return c;
 }
 
-// The Triton block kernel's plan at M: the one place its config enters (issue 36 wires
-// sim/kernel/triton_config's triton_plan(spec, m, n, k, gpu) here: key "BLOCK_M.. <instr>",
-// detail the config, source its config_source, options the instruction's model).
-PlanAt triton_plan_at(const InvarianceSpec&, int) {
-  throw std::invalid_argument("needs sim/kernel/triton_config (issue 36)");
+// The Triton block kernel's plan at M: the one place its config enters. The config a server
+// (or the user) gives at M (triton_plan), the instruction Triton lowers it to and the preset
+// that models it; the row's GEMM runs under that config, pinned (not looked up again).
+PlanAt triton_plan_at(const InvarianceSpec& s, int m) {
+  const TritonPlan t = triton_plan(s.triton_config, m, s.n, s.k, s.gpu, s.kernel);
+  PlanAt p;
+  p.options = base_options(s);
+  p.options.triton_config = to_string(t.config);
+  p.options.gpu = s.gpu;
+  p.key = fmt::format("config {} {}", to_string(t.config), t.instruction);
+  p.detail = fmt::format("BLOCK_SIZE_M {}, N {}, K {}, {} warps, {} stages: {} ({})",
+                         t.config.block_m, t.config.block_n, t.config.block_k,
+                         t.config.num_warps, t.config.num_stages, t.instruction,
+                         triton_kernel_for(s.kernel, t));
+  // The file (or default) the config came from, not the entry: M that share a config share it.
+  p.source = t.config_source.substr(0, t.config_source.find(", entry"));
+  p.why = t.why;
+  p.tile_m = t.config.block_m;
+  return p;
+}
+
+// What a pinned Triton config changes in the arithmetic: the instruction it lowers to and
+// BLOCK_SIZE_K (the promotion); its N, warps and stages change no output's chain.
+std::string triton_arithmetic(const GemmOptions& o) {
+  if (o.triton_config.empty()) return "";
+  const TritonConfig c = parse_triton_config(o.triton_config);
+  return fmt::format("{} BK {}", triton_lowering(c).first, c.block_k);
 }
 
 // A GEMM's options as one comparable line: the arithmetic the row runs.
 std::string options_text(const GemmOptions& o) {
-  return fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {}", o.kernel, o.a_format, o.b_format,
-                     o.model, o.promote_every, o.scaling, o.block, o.scale_order, o.out_type,
-                     o.split_k, o.split_k_align, o.mx_block, o.mx_scale);
+  return fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {}", o.kernel, triton_arithmetic(o),
+                     o.a_format, o.b_format, o.model, o.promote_every, o.scaling, o.block,
+                     o.scale_order, o.out_type, o.split_k, o.split_k_align, o.mx_block,
+                     o.mx_scale);
 }
 
 std::string m_range_text(int lo, int hi) {
@@ -315,7 +339,8 @@ InvarianceInputs invariance_inputs(const InvarianceSpec& s) {
 std::vector<float> row_under(const InvarianceSpec& s, const InvarianceInputs& in,
                              const GemmOptions& options) {
   const bool scaled = !in.sa.empty();
-  const GemmSpec g = gemm_spec(options, scaled, scaled);
+  GemmSpec g = gemm_spec(options, scaled, scaled);
+  apply_triton_config(g, options, 1, s.n, s.k);  // a pinned config: routes, sets the promotion
   validate(g, 1, s.n, s.k);
   std::vector<float> d(std::size_t(s.n));
   gemm(g, 1, s.n, s.k, in.a, in.b, {}, in.sa, in.sb, d, in.bias);

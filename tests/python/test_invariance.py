@@ -93,8 +93,8 @@ def test_deepgemm_invariant_and_model_view():
     (["--n", "64", "--k", "256", "--m", "1", "--split-k", "2"], "kernel cublaslt sets the model"),
     (["--n", "64", "--k", "256", "--m", "1", "--out-type", "f8"], "unknown out_type 'f8'"),
     (["--n", "64", "--k", "1000", "--m", "1", "--scaling", "block"], "K a multiple of 128"),
-    (["--n", "64", "--k", "256", "--m", "1", "--kernel", "triton-w8a8-block-fp8"],
-     "every M refused: needs sim/kernel/triton_config (issue 36)"),
+    (["--n", "64", "--k", "256", "--m", "1", "--kernel", "triton-w8a8-block-fp8",
+      "--triton-config", "vllm", "--gpu", "a100"], "every M refused: gpu 'a100'"),
     (["--n", "1024", "--k", "9728", "--m", "87"], "every M refused: torch._scaled_mm 87x1024x9728"),
     (["--n", "64", "--k", "256", "--m", "1", "--gpu", "a100"], "gpu 'a100': no recorded cuBLASLt plans"),
     (["--n", "129280", "--k", "7168", "--m", "1"], "more than 2^28 weights"),
@@ -122,7 +122,8 @@ def test_cli_a_row_wrong_k(tmp_path):
     (dict(n=64, k=256, m="1", split_k=2), "kernel cublaslt sets the model"),
     (dict(k=256, m="1"), "give n and k (or model)"),
     (dict(n=64, k=256, m="1", a_row=np.ones(3)), "a_row: 3 values, but K = 256"),
-    (dict(n=64, k=256, m="1", kernel="triton-w8a8-block-fp8"), "needs sim/kernel/triton_config"),
+    (dict(n=64, k=256, m="1", kernel="triton-w8a8-block-fp8", triton_config="16,64,128,4",
+          gpu="h100"), "triton_config"),
 ])
 def test_python_errors(kwargs, message):
     with pytest.raises(ValueError) as e:
