@@ -8,3 +8,6 @@ fp8sim_add_test(test_gemm_prefixes SOURCES test_gemm_prefixes.cpp LABELS "unit;d
 fp8sim_add_test(test_kernel SOURCES test_kernel.cpp LABELS "unit;golden")
 fp8sim_add_test(test_cublaslt_plan SOURCES test_cublaslt_plan.cpp LABELS "unit;golden"
   LIBS nlohmann_json::nlohmann_json)
+# The plan-table reader under hostile tables (issue 39: C1, T1).
+fp8sim_add_test(test_plan_table_reliability SOURCES test_plan_table_reliability.cpp LABELS unit
+  LIBS nlohmann_json::nlohmann_json)

@@ -17,6 +17,8 @@ namespace fp8sim {
 namespace {
 
 constexpr int kUnbounded = std::numeric_limits<int>::max();
+constexpr int kMaxProbeK = 1 << 20;     // ProbeOptions::max_k and k_multiple at most
+constexpr int kMaxProbeGroup = 1 << 12; // ProbeOptions::max_group at most
 
 int floor_log2(double v) {
   int e = 0;
@@ -54,8 +56,16 @@ class Prober {
         throw std::invalid_argument(
             fmt::format("probe: format {} is wider than 8 bits", f->name));
     }
-    if (o_.k_multiple < 1 || o_.max_k < 1 || o_.max_group < 2)
-      throw std::invalid_argument("probe: k_multiple, max_k must be >= 1 and max_group >= 2");
+    // Bounded: each batch holds at most a few dozen rows of max_k (or 2 * max_group) codes.
+    if (o_.k_multiple < 1 || o_.k_multiple > kMaxProbeK)
+      throw std::invalid_argument(
+          fmt::format("probe: k_multiple = {} is not in 1..{}", o_.k_multiple, kMaxProbeK));
+    if (o_.max_k < 1 || o_.max_k > kMaxProbeK)
+      throw std::invalid_argument(
+          fmt::format("probe: max_k = {} is not in 1..{}", o_.max_k, kMaxProbeK));
+    if (o_.max_group < 2 || o_.max_group > kMaxProbeGroup)
+      throw std::invalid_argument(
+          fmt::format("probe: max_group = {} is not in 2..{}", o_.max_group, kMaxProbeGroup));
     // P = 2^15 stays finite in an fp16 output.
     e_p_ = std::min(max_exponent(fa_) + max_exponent(fb_), 15);
     k_min_sub_ = floor_log2(min_subnormal(fa_)) + floor_log2(min_subnormal(fb_));
@@ -701,6 +711,10 @@ void Prober::find_promotion() {
   // Coarse: j = g * 2^i; then every multiple of g between the last loss and the first keep.
   std::vector<int> coarse;
   for (int j = g; j < K; j *= 2) coarse.push_back(j);
+  if (coarse.empty())  // no chunk after the first within K: promotion cannot be seen
+    throw std::invalid_argument(fmt::format(
+        "probe: max_k = {} leaves no room after the first step of {} products to see a "
+        "promotion; pass max_k > {}", o_.max_k, g, g));
   const auto kept = test(coarse);
   std::size_t first = 0;
   while (first < coarse.size() && !kept[first]) ++first;

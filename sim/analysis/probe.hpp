@@ -60,9 +60,11 @@ struct ProbeOptions {
   FormatSpec format = format_by_name("e4m3");  // code format of A (and of B when b_format
                                                 // is not set)
   std::optional<FormatSpec> b_format;          // B's code format when it differs
-  int max_k = 4096;      // longest K tried (promotion search); a multiple of k_multiple
-  int max_group = 256;   // largest group size looked for
-  int k_multiple = 1;    // every batch's K is padded (with zero codes) to a multiple of this
+  int max_k = 4096;      // longest K tried (promotion search), 1..2^20; it must exceed the
+                         // group found, else probe() throws std::invalid_argument
+  int max_group = 256;   // largest group size looked for, 2..4096
+  int k_multiple = 1;    // every batch's K is padded (with zero codes) to a multiple of this,
+                         // 1..2^20
 };
 
 struct ProbeReport {

@@ -7,7 +7,7 @@
 #include <new>
 #include <stdexcept>
 
-#include "io/input_file.hpp"
+#include "base/input_file.hpp"
 #include "base/limits.hpp"
 #include "io/output_file.hpp"
 
@@ -159,6 +159,10 @@ NpyReader::NpyReader(const std::string& path)
       break;
     }
   }
+  p.ws();  // numpy pads with spaces and ends with '\n'; anything else after '}' is refused
+  if (p.i != header.size())
+    fail(path, fmt::format("malformed npy header: {} bytes after the closing brace",
+                           header.size() - p.i));
   if (!have_descr || !have_order || !have_shape)
     fail(path, "malformed npy header: needs descr, fortran_order and shape");
   if (fortran) fail(path, "Fortran-order arrays are not supported (save with C order)");
