@@ -86,16 +86,16 @@ TEST_CASE("W1: a manifest case's keys must agree with its kernel_preset", "[unit
     nlohmann::json c = {{"name", "one"}, {"a_format", "e4m3"}, {"b_format", "e4m3"},
                         {"model", "hopper-wgmma"}, {"M", 64}, {"N", 64}, {"K", 32},
                         {"a", "a.npy"}, {"b", "a.npy"}, {"d", "d.npy"},
-                        {"kernel_preset", "deepgemm-sm90-1d2d"}};
+                        {"kernel_preset", "triton-fp8-dot-imprecise-acc-32"}};
     c.update(extra);
     std::ofstream(workdir() / "cap1" / "manifest.json")
         << nlohmann::json{{"fp8sim_capture", 1}, {"cases", {c}}}.dump();
   };
-  // The preset's own values (promoted every 128, scales at each chunk) are fine.
-  manifest({{"promote_every", 128}, {"scale_order", "deepgemm"}});
+  // The preset's own values (promoted every 32, scales after K) are fine.
+  manifest({{"promote_every", 32}, {"scale_order", "cublaslt"}});
   good("replay --captures cap1");
   for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
-           {"promote_every", 0}, {"promote_every", 32}, {"scale_order", "cublaslt"},
+           {"promote_every", 0}, {"promote_every", 128}, {"scale_order", "deepgemm"},
            {"split_k_align", 512}, {"model", "exact"}}) {
     manifest({{key, value}});
     bad("replay --captures cap1", "'" + key + "'");
@@ -195,7 +195,7 @@ TEST_CASE("W4: custom: model integers read strictly, items never empty", "[unit]
 TEST_CASE("W7: a NaN scale code is refused, as a NaN float scale is", "[unit]") {
   save_u8("MA.npy", 2, 64, 0x38);
   save_u8("MB.npy", 3, 64, 0x38);
-  const std::string mx = "gemm --a MA.npy --b MB.npy --out D.npy --scaling mx ";
+  const std::string mx = "gemm --a MA.npy --b MB.npy --out D.npy --scaling mx --promote-every 32 ";
   // (scale format, its code of 1.0, its NaN code)
   for (const auto& [fmt_, one, code] : std::vector<std::tuple<std::string, int, int>>{
            {"ue8m0", 0x7f, 0xff}, {"ue4m3", 0x38, 0x7f}}) {

@@ -106,12 +106,19 @@ TEST_CASE("L1: a signal at any moment of creating a temporary leaves none", "[un
   for (const int sig : {SIGINT, SIGTERM, SIGALRM}) {
     for (int i = 0; i < 60; ++i) {
       TempDir t;
+      int ready[2];
+      REQUIRE(::pipe(ready) == 0);
       std::fflush(stdout);
       const pid_t pid = fork();
       if (pid == 0) {
-        default_dispositions();
+        default_dispositions();  // then tell the parent: its kill meets no Catch2 handler
+        if (::write(ready[1], "r", 1) != 1) _exit(3);
         for (;;) OutputFile f((t.path / "D.npy").string());
       }
+      char byte = 0;
+      REQUIRE(::read(ready[0], &byte, 1) == 1);
+      ::close(ready[0]);
+      ::close(ready[1]);
       std::this_thread::sleep_for(std::chrono::microseconds(200 + rng() % 3000));
       ::kill(pid, sig);
       int status = 0;

@@ -27,13 +27,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const BuiltinPlanTable& h100() {
-  for (const BuiltinPlanTable& b : builtin_plan_tables())
-    if (b.gpu == "h100") return b;
-  FAIL("no built-in h100 table");
-  std::abort();
-}
-
 std::string error_of(const std::function<void()>& f) {
   try {
     f();

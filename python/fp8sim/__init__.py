@@ -117,9 +117,9 @@ def _codes(x: ArrayLike, dtype: type = _np.uint32, fmt: Optional[str] = None,
         raise ValueError(f"{name}: a torch {x.dtype} tensor holds {held} codes, but the format "
                          f"is {fmt}: pass {held!r} as the format, or a uint8 view of codes")
     a = as_array(x)
-    if a.dtype.kind not in "iufcb":  # floats, complex, bool: the core's own dtype error
+    if a.dtype.kind not in "iu":  # values (float, complex, bool) are encoded first
         raise ValueError(f"{name}: dtype {a.dtype} is not an integer type (codes are unsigned "
-                         "integers)")
+                         "integers; values go through fp8sim.encode first)")
     if a.dtype.kind == "i" and (a.size == 0 or (a.min() >= 0 and a.max() <= _np.iinfo(dtype).max)):
         a = a.astype(dtype)
     return a
@@ -218,9 +218,10 @@ class Quantized(NamedTuple):
     ``tensor_scales`` per row for two-level NVFP4 scales).
 
     ``scales`` has the shape ``gemm`` takes for ``scaling`` (A and its rows; B's blocks one
-    row per block); pass ``scaling`` and ``block`` on to ``gemm`` (``mx_block`` for mx). With
-    ``"nvfp4"`` the block scales are UE4M3 values for the MMA and ``tensor_scales`` (T x 1,
-    float32) the second level: D = fl32(acc * fl32(g_a * g_b)).
+    row per block); pass ``scaling`` on to ``gemm``, and ``block`` with block scaling
+    (``mx_block`` with mx; given with another scaling, they are refused). With ``"nvfp4"``
+    the block scales are UE4M3 values for the MMA and ``tensor_scales`` (T x 1, float32) the
+    second level: D = fl32(acc * fl32(g_a * g_b)).
     """
     codes: _np.ndarray
     scales: _np.ndarray
@@ -383,13 +384,13 @@ def mma(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, model: str = 
 
 def _operand(x: ArrayLike, name: str, fmt: str) -> _np.ndarray:
     """A GEMM operand's uint8 codes; float values are refused with what to do instead."""
-    a = _codes(x, _np.uint8, fmt=fmt, name=name)
-    if a.dtype.kind in "fc" or a.dtype.name == "bfloat16":
+    a = as_array(x) if _torch_format(x) is None else None  # FP8 tensors: codes, below
+    if a is not None and (a.dtype.kind in "fc" or a.dtype.name == "bfloat16"):
         raise ValueError(
             f"{name}: {a.dtype} values, but gemm takes {fmt} codes (uint8): quantize first "
             f"(q = fp8sim.quantize(x, '{fmt}'): codes and scales, as gemm's a_scales/b_scales) "
             f"or encode (fp8sim.encode(x, '{fmt}'): codes, no scaling)")
-    return a
+    return _codes(x, _np.uint8, fmt=fmt, name=name)
 
 
 def _require_pandas(what: str):

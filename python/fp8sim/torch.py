@@ -16,6 +16,10 @@ cuBLASLt chose for the shape, which its log shows, e.g. CUBLASLT_LOG_LEVEL=2); t
 row scales applied once after K (``scale_order="cublaslt"``), block scales at each 128-K
 block; bias added in FP32 before the output rounding. Not measured: FP8 outputs (here
 ``D * scale_result`` rounded to nearest even with saturation).
+
+The ops and their timers live in ``_torch_ops``, cuBLASLt's plan in ``_torch_plan``, the
+recipes and ``Float8Linear`` in ``_torch_linear``; this module re-exports them.
+"""
 from __future__ import annotations
 
 import contextlib

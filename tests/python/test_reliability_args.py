@@ -86,7 +86,7 @@ def test_an_argument_the_core_cannot_take_is_one_line_naming_it(call, name, exc)
 
 def test_good_spellings_still_work():
     assert fp8sim.encode(X, "e4m3", rounding="sr", seed=np.uint64(2**64 - 1)).shape == (2,)
-    assert fp8sim.encode(X, "e4m3", threads=np.int32(1)).tolist() == [37, 56]
+    assert fp8sim.encode(X, "e4m3", threads=np.int32(1)).tolist() == fp8sim.encode(X, "e4m3").tolist()
     assert fp8sim.sweep(k=np.array([256]), trials=1).shape[0] == 1
     assert fp8sim.sweep(k=(256,), rho=[0], trials=1).shape[0] == 1  # an int is a real number
 

@@ -17,7 +17,7 @@ def one_line(e: BaseException) -> str:
 
 
 TWO_LEVEL = [("e2m1", "nvfp4"), ("e2m1", "mx16:ue4m3"), ("e4m3", "mx:ue4m3"),
-             ("e2m1", "nvfp4:ue4m3")]
+             ("e2m1", "mx32:ue4m3")]
 
 
 @pytest.mark.parametrize("fmt,scaling", TWO_LEVEL)
