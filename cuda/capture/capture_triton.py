@@ -314,7 +314,7 @@ def main() -> int:
                           + json.dumps(cfg, sort_keys=True),
                 "kernel_preset": "triton-w8a8-block-fp8", "upstream": flavour,
                 "launch_config": cfg, "scaling": "block", "block": 128,
-                "model": "hopper-wgmma", "promote_every": 128, "scale_order": "deepgemm"}))
+                "model": "hopper-wgmma", "promote_every": 128, "scale_order": "triton"}))
     else:
         manifest["launch_config"] = DOT_CONFIG
         for v in args.imprecise.split(","):
