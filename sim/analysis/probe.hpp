@@ -29,7 +29,7 @@
 //      a later chunk than P; the smallest such j is the interval.
 // Each inference appends one evidence line: the vector, what came back, what it means.
 // When the group vector shows steps that are not consecutive runs of K, the steps are read
-// position by position over two blocks (1b, in probe.cpp): sm_90's mma.sync gives group 16,
+// position by position over two blocks (1b, in probe_sum.cpp): sm_90's mma.sync gives group 16,
 // block 32, interleave; any other order is reported in one line as no model's order.
 #pragma once
 

@@ -180,3 +180,26 @@ def test_fp8_tensors_are_read_by_their_dtype():
     # A float tensor where codes are expected: refused.
     with pytest.raises(ValueError):
         fp8sim.decode(torch.tensor([1.0]), "e4m3")
+
+
+# ---- W1, W2: presets and options that apply to nothing, as the CLI refuses them ------------
+
+@pytest.mark.parametrize("kw,needle", [
+    (dict(kernel="cublaslt", promote_every=0), "drop promote_every"),
+    (dict(kernel="cublaslt", promote_every=128), "drop promote_every"),
+    (dict(kernel="cublaslt", model="hopper-wgmma"), "drop model"),
+    (dict(kernel="cublaslt-fast-accum", scale_order="deepgemm"), "drop scale_order"),
+    (dict(kernel="cublaslt", split_k=2, split_k_align=128), "drop split_k_align"),
+    (dict(block=64), "block applies"),
+    (dict(block=128), "block applies"),
+    (dict(mx_block=32), "mx_block applies"),
+    (dict(mx_scale="ue8m0"), "mx_scale applies"),
+    (dict(split_k_align=256), "split_k_align applies"),
+])
+def test_gemm_refuses_what_a_preset_sets_or_what_applies_to_nothing(kw, needle):
+    a = np.full((2, 256), 0x38, np.uint8)
+    one = np.ones((1, 1), np.float32)
+    scales = dict(a_scales=one, b_scales=one) if "kernel" in kw else {}
+    with pytest.raises(ValueError) as e:
+        fp8sim.gemm(a, a, **scales, **kw)
+    assert needle in one_line(e.value)
