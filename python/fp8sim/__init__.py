@@ -114,7 +114,7 @@ def _codes(x: ArrayLike, dtype: type = _np.uint32, fmt: Optional[str] = None,
     torch FP8 tensor's codes are those of its dtype's format: `fmt` must be that format."""
     held = _torch_format(x)
     if held is not None and fmt is not None and not _same_format(held, fmt):
-        raise ValueError(f"{name}: a torch {x.dtype} tensor holds {held} codes, but the format "
+        raise ValueError(f"{name}: a {x.dtype} tensor holds {held} codes, but the format "
                          f"is {fmt}: pass {held!r} as the format, or a uint8 view of codes")
     a = as_array(x)
     if a.dtype.kind not in "iu":  # values (float, complex, bool) are encoded first
@@ -456,7 +456,7 @@ def _gemm_cuda(a, b, c, a_scales, b_scales, bias, options, device):
     for name, t, fmt in (("a", a, options.a_format), ("b", b, options.b_format)):
         held = _torch_format(t)
         if held is not None and not _same_format(held, fmt):
-            raise ValueError(f"{name}: a torch {t.dtype} tensor holds {held} codes, but the "
+            raise ValueError(f"{name}: a {t.dtype} tensor holds {held} codes, but the "
                              f"format is {fmt}: pass {name}_format={held!r}, or a uint8 view")
 
     out = torch.empty((a.shape[0], b.shape[0]), dtype=torch.float32, device=a.device)

@@ -39,8 +39,8 @@ import fp8sim as _fp8sim
 from ._torch_ops import (FORMAT_OF_DTYPE, _DTYPE_OF_FORMAT, GemmTime, _codes, encode, gemm,
                          quantize, timed)
 from ._torch_plan import _OUT_NAMES, Plan, _plan_split, explain
-from ._torch_linear import (RECIPES, Float8Linear, GemmRecipe, Recipe, convert, recipe,
-                            with_model)
+from ._torch_linear import (RECIPES, Float8Linear, GemmRecipe, Recipe, _recipe_mm, convert,
+                            recipe, with_model)
 
 __all__ = ["gemm", "quantize", "encode", "scaled_mm", "explain", "Plan", "emulate", "GemmRecipe", "Recipe",
            "RECIPES", "recipe", "with_model", "Float8Linear", "convert", "FORMAT_OF_DTYPE",

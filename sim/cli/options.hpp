@@ -141,13 +141,15 @@ inline std::vector<std::string> given_options(const CLI::App& cmd) {
 // Parses the command line: -1 when the program goes on, else the exit code (0 after --help,
 // 2 after "<program>: error: <problem>" for bad flags or values).
 // An empty value is never "not given": every option that takes a value refuses "" (a path,
-// a name, a number), in every subcommand.
+// a name), in every subcommand; the integer options above refuse it themselves, naming it a
+// bad value.
 inline void refuse_empty_values(CLI::App& app) {
   const CLI::Validator non_empty(
       [](std::string& text) { return text.empty() ? std::string("empty value") : std::string(); },
       "");
   for (CLI::Option* opt : app.get_options())
-    if (opt->get_type_size_max() > 0) opt->check(non_empty);
+    if (opt->get_type_size_max() > 0 && opt->get_type_name().rfind("INT", 0) != 0)
+      opt->check(non_empty);
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
     refuse_empty_values(*sub);
 }

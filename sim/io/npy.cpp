@@ -160,9 +160,12 @@ NpyReader::NpyReader(const std::string& path)
     }
   }
   p.ws();  // numpy pads with spaces and ends with '\n'; anything else after '}' is refused
-  if (p.i != header.size())
-    fail(path, fmt::format("malformed npy header: {} bytes after the closing brace",
-                           header.size() - p.i));
+  if (p.i != header.size()) {
+    std::string tail = header.substr(p.i);
+    while (!tail.empty() && (tail.back() == ' ' || tail.back() == '\n')) tail.pop_back();
+    fail(path, fmt::format("malformed npy header: '{}' after the closing brace",
+                           limits::quoted(tail, 20)));
+  }
   if (!have_descr || !have_order || !have_shape)
     fail(path, "malformed npy header: needs descr, fortran_order and shape");
   if (fortran) fail(path, "Fortran-order arrays are not supported (save with C order)");
