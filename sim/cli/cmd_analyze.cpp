@@ -215,7 +215,8 @@ void add_analyze_command(CLI::App& app) {
   add_list_option(cmd, "--scalings", g->scalings,
                   "Grid: none, tensor, row, block<Nc>, mx, mx<Nc>, nvfp4 (default tensor)");
   add_list_option(cmd, "--encodings", g->encodings,
-                  "Grid: scale encodings fp32, pow2, e8m0 (default fp32; mx and nvfp4 name theirs)");
+                  "Grid: scale encodings fp32, pow2, e8m0 (default fp32; mx and nvfp4 name "
+                  "theirs)");
   cmd->add_option("--models", g->models,
                   "Grid: accumulator models, comma list (default hopper-wgmma); repeat the flag "
                   "for custom:... models");

@@ -166,7 +166,8 @@ void check_case_keys(const json& j, const Where& w) {
         std::any_of(std::begin(kCaseNotes), std::end(kCaseNotes), is) || key.starts_with("note"))
       continue;
     std::string known;
-    for (const std::string_view k : kCaseKeys) known += fmt::format("{}{}", known.empty() ? "" : ", ", k);
+    for (const std::string_view k : kCaseKeys)
+      known += fmt::format("{}{}", known.empty() ? "" : ", ", k);
     w.fail(fmt::format("unknown key '{}' (a case's keys: {}; notes: shape, window, ..., note*)",
                        limits::quoted(key), known));
   }
@@ -218,9 +219,11 @@ CaptureCase read_case(const std::string& dir, const json& j, Where w) {
       if (!cs.model.empty())
         disagree("model", describe(accumulator_by_name(cs.model)),
                  describe(accumulator_by_name(k.model)));
-      disagree("promote_every", std::to_string(said.promote_every), std::to_string(s.promote_every));
+      disagree("promote_every", std::to_string(said.promote_every),
+               std::to_string(s.promote_every));
       disagree("scale_order", std::string(to_string(said.order)), std::string(to_string(s.order)));
-      disagree("split_k_align", std::to_string(said.split_k_align), std::to_string(s.split_k_align));
+      disagree("split_k_align", std::to_string(said.split_k_align),
+               std::to_string(s.split_k_align));
       cs.model = k.model;
       return 0;
     });

@@ -18,8 +18,8 @@
 //   seed, self_test, split_k (1), split_k_align (128), bias may be absent. Other top-level
 //   keys are provenance, kept as written; a case's other keys must be among those the capture
 //   tools write for people to read (kCaseNotes in capture.cpp: shape, window, launch_config,
-//   ..., and any key starting with "note"): any other key (a typo such as "promote_evry") is refused. Paths are relative to
-//   DIR. "kernel_preset" (optional) names a kernel preset (sim/kernel/kernel.hpp), which then
+//   ..., and any key starting with "note"): any other key (a typo such as "promote_evry")
+//   is refused. Paths are relative to DIR. "kernel_preset" (optional) names a kernel preset (sim/kernel/kernel.hpp), which then
 //   sets model, promote_every, scale_order, the K tile and split_k_align; those keys may
 //   still be given, and must then agree with the preset.
 #pragma once

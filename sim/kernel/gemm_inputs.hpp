@@ -91,8 +91,8 @@ struct ScaleArray {
 // The scale values gemm() takes (rows x cols for `scaling`, see scale_shapes()): float32
 // values, or for MX uint8 codes of code_format (GemmSpec::mx_scale) decoded (a NaN code is
 // refused, as a NaN float32 scale is, unless nan_codes: mma(), the MMA instruction's own
-// entry, takes it as the hardware does and gives NaN). Accepts shape (rows, cols), (rows,) when cols is 1 and ()
-// for a single scale. Throws std::runtime_error ("<source>: expected dtype <f4, got <f8",
+// entry, takes it as the hardware does and gives NaN). Accepts shape (rows, cols), (rows,)
+// when cols is 1 and () for a single scale. Throws std::runtime_error ("<source>: expected dtype <f4, got <f8",
 // wrong shape, a non-finite float32 scale, a code beyond the format).
 // scale_values' checks of the dtype and shape alone, for a header read before its data.
 void check_scale_header(std::string_view source, const std::string& descr,

@@ -24,7 +24,8 @@ struct Checker {
   std::string_view name;
 
   [[noreturn]] void fail(const std::string& what) const {
-    throw std::invalid_argument(fmt::format("cuBLASLt plan table {}: {}", limits::quoted(std::string(name), 4096), what));
+    throw std::invalid_argument(fmt::format("cuBLASLt plan table {}: {}",
+                                            limits::quoted(std::string(name), 4096), what));
   }
   static std::string show(const json& v) { return limits::quoted(v.dump()); }
 
