@@ -311,7 +311,7 @@ void Prober::find_c_alignment() {
     throw std::runtime_error(fmt::format("probe: c vector gave {}, neither 0 nor c = {}",
                                          format_value(out[0]), format_value(c)));
   r_.c_joins = out[0] == 0;
-  note(fmt::format("c {}: c = 2^{} with +2^{} -2^{} in the first step gave {}", 
+  note(fmt::format("c {}: c = 2^{} with +2^{} -2^{} in the first step gave {}",
                    r_.c_joins ? "join" : "exact", e_p_ - r_.frac_bits - 3, e_p_, e_p_,
                    format_value(out[0])));
 }
