@@ -450,7 +450,7 @@ int main(int argc, char** argv) {
     fs::remove_all(dir);
     return same == dm.size() ? 0 : 1;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "fp8sim-bench-gemm: error: {}\n", e.what());
+    fp8sim::print_stderr(fmt::format("fp8sim-bench-gemm: error: {}\n", e.what()));
     return 2;
   }
 }

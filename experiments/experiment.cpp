@@ -36,9 +36,9 @@ class ProgressBar {
     const double f = total > 0 ? done / total : 1.0;
     const int width = 40, filled = static_cast<int>(f * width);
     const double s = std::chrono::duration<double>(now - start_).count();
-    fmt::print(stderr, "\r[{}{}] {:3.0f}% {:.1f}s", std::string(filled, '#'),
-               std::string(width - filled, ' '), 100 * f, s);
-    if (done >= total) fmt::print(stderr, "\n");
+    print_stderr(fmt::format("\r[{}{}] {:3.0f}% {:.1f}s{}", std::string(filled, '#'),
+                             std::string(width - filled, ' '), 100 * f, s,
+                             done >= total ? "\n" : ""));
   }
 
  private:
@@ -149,12 +149,12 @@ int run(const Experiment& e, int argc, char** argv) {
     for (const auto& f : {csv, summary, json}) fmt::print("  wrote {}\n", f);
   } catch (const std::exception& ex) {
     const std::string out_error = finish_stdout();
-    fmt::print(stderr, "exp_{}: error: {}\n", e.name,
-               printable(out_error.empty() ? ex.what() : out_error));
+    print_stderr(fmt::format("exp_{}: error: {}\n", e.name,
+                             printable(out_error.empty() ? ex.what() : out_error)));
     return 2;
   }
   if (const std::string out_error = finish_stdout(); !out_error.empty()) {
-    fmt::print(stderr, "exp_{}: error: {}\n", e.name, out_error);
+    print_stderr(fmt::format("exp_{}: error: {}\n", e.name, out_error));
     return 2;
   }
   return 0;

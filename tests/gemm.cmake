@@ -11,3 +11,6 @@ fp8sim_add_test(test_cublaslt_plan SOURCES test_cublaslt_plan.cpp LABELS "unit;g
 fp8sim_add_test(test_triton_config SOURCES test_triton_config.cpp LABELS "unit;golden"
   LIBS nlohmann_json::nlohmann_json)
 fp8sim_add_test(test_invariance SOURCES test_invariance.cpp LABELS "unit;differential")
+# The plan-table reader under hostile tables (issue 39: C1, T1).
+fp8sim_add_test(test_plan_table_reliability SOURCES test_plan_table_reliability.cpp LABELS unit
+  LIBS nlohmann_json::nlohmann_json)

@@ -11,3 +11,9 @@ if(TARGET fp8sim-hw)
     fp8sim_add_test(hw_gpu_${sub} COMMAND fp8sim-hw ${sub} LABELS gpu TIMEOUT 900)
   endforeach()
 endif()
+# fp8sim-hw's standard output is checked like any output (issue 39): a write error there is
+# exit 2, never 0 (--help) or 77 (read as skipped). No GPU needed.
+if(TARGET fp8sim-hw)
+  fp8sim_add_test(hw_stdout_errors LABELS unit
+    COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/hw_stdout_errors.sh $<TARGET_FILE:fp8sim-hw>)
+endif()

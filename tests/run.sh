@@ -45,7 +45,7 @@ sanitizer_stage() {
   [[ "$labels" == *unit* ]] && wanted+=(fp8sim exp_g_storage)
   known="$(ninja -C "$dir" -t targets all 2>/dev/null | sed -n 's/^\([A-Za-z0-9_]*\): .*/\1/p' | sort -u)"
   for t in $( (cd "$dir" && ctest -N $labels) | sed -n 's/^ *Test *#[0-9]*: *//p') fuzz_npy \
-      fuzz_manifest fuzz_names fuzz_values; do
+      fuzz_manifest fuzz_names fuzz_values fuzz_plan_table; do
     grep -qx "$t" <<< "$known" && wanted+=("$t")
   done
   if ! cmake --build "$dir" -j"$jobs" --target "${wanted[@]}" >> "$dir/stage.log" 2>&1; then
@@ -71,7 +71,7 @@ if [ "${FP8SIM_SANITIZERS:-1}" != 0 ]; then
         -artifact_prefix=build-asan/fuzz-crashes/ "build-asan/fuzz-corpus/$t" \
         "tests/fuzz/corpus/$t" > "build-asan/fuzz-$t.log" 2>&1
     }
-    targets=(npy manifest names values)
+    targets=(npy manifest names values plan_table)
     for ((i = 0; i < ${#targets[@]}; i += jobs)); do
       pids=()
       for t in "${targets[@]:i:jobs}"; do fuzz_one "$t" & pids+=("$!:$t"); done

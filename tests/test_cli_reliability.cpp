@@ -300,7 +300,7 @@ TEST_CASE("analyze: integers read strictly, options that apply to nothing refuse
   for (const char* v : {"-1", "1025", "''"}) bad(ab + "--threads " + v, "--threads");
   // Checked whether used or not, and refused where it applies to no recipe.
   bad(ab + "--out-type bf8", "out_type");
-  bad(ab + "--out-type '' --formats e4m3", "out_type");
+  bad(ab + "--out-type '' --formats e4m3", "--out-type");
   bad(ab + "--recipes all --out-type f32", "applies to the grid only");
   bad(ab + "--out-type bf8 --formats e4m3", "bf8");
   bad(ab + "--out-type e4m3 --formats e4m3", "e4m3");

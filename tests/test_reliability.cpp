@@ -29,7 +29,7 @@
 #include "io/npy.hpp"
 #include "io/output_file.hpp"
 #include "base/parallel.hpp"
-#include "io/parse_number.hpp"
+#include "base/parse_number.hpp"
 #include "io/replay.hpp"
 
 using namespace fp8sim;

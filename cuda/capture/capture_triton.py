@@ -433,7 +433,7 @@ def launches(args, kernels: dict, device_name: str, M: int, N: int, K: int,
                 "kernel_preset": "triton-w8a8-block-fp8", "upstream": flavour,
                 "launch_config": cfg, "triton_config": config_text(cfg), "config_source": src,
                 "scaling": "block", "block": 128, "model": "hopper-wgmma",
-                "promote_every": cfg["BLOCK_SIZE_K"], "scale_order": "deepgemm"}))
+                "promote_every": cfg["BLOCK_SIZE_K"], "scale_order": "triton"}))
         return out
     dot_cfgs = ([(config_tag(c), {"BLOCK_M": c["BLOCK_SIZE_M"], "BLOCK_N": c["BLOCK_SIZE_N"],
                                    "BLOCK_K": c["BLOCK_SIZE_K"], "num_warps": c["num_warps"],

@@ -6,14 +6,20 @@
 // exhaustive or sampled). The kernels are rows of hw_kernel_table.cpp.
 // Without a CUDA device every subcommand prints "fp8sim-hw: no CUDA device" and exits 77.
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include <cstdio>
 #include <stdexcept>
+#include <string>
 
+#include "cli/options.hpp"
+#include "io/std_streams.hpp"
 #include "hw/hw_commands.hpp"
 #include "hw/hw_provenance.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   using namespace fp8sim::hw;
   CLI::App app{"fp8sim-hw: FP8 kernels on a Hopper GPU, compared bit for bit with fp8sim's models"};
   app.require_subcommand(1);
@@ -44,7 +50,8 @@ int main(int argc, char** argv) {
   cvt->add_option("--json", json_path, "write the JSON report here");
   cvt->add_option("--out", out_dir, "write the sample inputs/outputs (.npy) and manifest.json here");
 
-  CLI11_PARSE(app, argc, argv);
+  if (const int code = fp8sim::cli::parse_command_line(app, argc, argv, "fp8sim-hw"); code >= 0)
+    return code;
   if (!have_device()) {
     std::puts("fp8sim-hw: no CUDA device");
     return 77;
@@ -59,8 +66,22 @@ int main(int argc, char** argv) {
     }
     if (*cvt) return cmd_cvt(exhaustive, json_path, out_dir);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "fp8sim-hw: %s\n", e.what());
+    fp8sim::print_stderr(fmt::format("fp8sim-hw: {}\n", fp8sim::printable(e.what())));
     return 2;
   }
   return 0;
+}
+
+}  // namespace
+
+// The exit code of run(), after stdout is flushed and closed: a write error there (a full
+// disk, `> /dev/full`) is exit 2 with one line, never 0 or 77 (ctest's "skipped").
+int main(int argc, char** argv) {
+  fp8sim::guard_standard_descriptors();
+  const int code = run(argc, argv);
+  if (const std::string error = fp8sim::finish_stdout(); !error.empty()) {
+    fp8sim::print_stderr(fmt::format("fp8sim-hw: error: {}\n", error));
+    return 2;
+  }
+  return code;
 }

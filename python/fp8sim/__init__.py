@@ -17,7 +17,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
 
 import numpy as _np
 
-from . import _core
+from . import _args, _core
 
 __all__ = [
     "formats", "describe", "encode", "decode", "table", "next_up", "next_down", "ulp",
@@ -31,12 +31,14 @@ git_revision: str = _core.git_revision
 ArrayLike = Any  # numpy.ndarray, torch.Tensor (CPU), or anything numpy.asarray takes
 
 
-def as_array(x: ArrayLike, dtype: Optional[type] = None) -> _np.ndarray:
+def as_array(x: ArrayLike, dtype: Optional[type] = None, fp8: str = "codes") -> _np.ndarray:
     """``x`` as a C-contiguous NumPy array, without a copy where ``x`` already is one.
 
     torch CPU tensors are viewed through ``Tensor.numpy()`` (shared memory); torch FP8
-    tensors (``float8_e4m3fn``, ``float8_e5m2``, ...) are viewed as their uint8 codes, and
-    bf16 tensors, which NumPy cannot hold, come as float32 copies (the same values).
+    tensors (``float8_e4m3fn``, ``float8_e5m2``, ...) are viewed as their uint8 codes
+    (``fp8="codes"``) or converted to their float32 values (``fp8="values"``, what the
+    functions that take values use), and bf16 tensors, which NumPy cannot hold, come as
+    float32 copies (the same values).
 
     >>> as_array([1.0, 2.0]).dtype
     dtype('float64')
@@ -49,7 +51,7 @@ def as_array(x: ArrayLike, dtype: Optional[type] = None) -> _np.ndarray:
                              "tensors; move this argument to the CPU")
         import torch
         if t.dtype.itemsize == 1 and t.dtype.is_floating_point:
-            t = t.view(torch.uint8)
+            t = t.view(torch.uint8) if fp8 == "codes" else t.float()
         elif t.dtype == torch.bfloat16:
             t = t.float()  # NumPy has no bfloat16; every bf16 value is a float32 value
         x = t.numpy()
@@ -60,16 +62,27 @@ def as_array(x: ArrayLike, dtype: Optional[type] = None) -> _np.ndarray:
 
 def _real_dtype(a: _np.ndarray, what: str) -> None:
     """Refuses what is not a real number: complex (the imaginary part would be dropped),
-    object (None, arbitrary Python objects), strings, booleans, dates."""
+    object (None, arbitrary Python objects), strings, booleans, dates; and long double
+    (float128), whose values would be rounded twice (to float64, then to the format)."""
+    if a.dtype.kind == "f" and a.dtype.itemsize > 8:
+        raise ValueError(f"{what}: dtype {a.dtype} values would be rounded twice (to float64 "
+                         "first); pass float64 or float32")
     if a.dtype.kind in "fiu" or (a.dtype.kind == "V" and a.dtype.type.__module__ == "ml_dtypes"):
         return
     raise ValueError(f"{what}: dtype {a.dtype} is not a real number type (float or integer "
                      "values only)")
 
 
+def _values(x: ArrayLike, what: str, dtype: Optional[type] = None) -> _np.ndarray:
+    """Real values (FP8 tensors as their values, never their codes), checked by _real_dtype,
+    then as `dtype` when given (every value of the checked types is one of float64)."""
+    a = as_array(x, fp8="values")
+    _real_dtype(a, what)
+    return a if dtype is None else _np.ascontiguousarray(a, dtype=dtype)
+
+
 def _floats(x: ArrayLike) -> _np.ndarray:
-    a = as_array(x)
-    _real_dtype(a, "x")
+    a = _values(x, "x")
     if a.dtype in (_np.float32, _np.float64):
         return a
     f = a.astype(_np.float64)
@@ -79,12 +92,35 @@ def _floats(x: ArrayLike) -> _np.ndarray:
     return f
 
 
-def _codes(x: ArrayLike, dtype: type = _np.uint32) -> _np.ndarray:
-    """Codes as given; Python ints (int64 arrays) become `dtype` when they all fit it."""
+def _torch_format(x: ArrayLike) -> Optional[str]:
+    """The format a torch FP8 tensor's dtype names (float8_e4m3fn: "e4m3fn"), else None."""
+    if not type(x).__module__.startswith("torch"):
+        return None
+    name = str(x.dtype).replace("torch.", "")
+    return name[len("float8_"):] if name.startswith("float8_") else None
+
+
+def _same_format(a: str, b: str) -> bool:
+    """Whether two format names are one format (aliases: e4m3 and e4m3fn)."""
+    def key(f):
+        d = dict(_core.describe(f))
+        d.pop("name", None)
+        return sorted(d.items())
+    return a == b or key(a) == key(b)
+
+
+def _codes(x: ArrayLike, dtype: type = _np.uint32, fmt: Optional[str] = None,
+           name: str = "codes") -> _np.ndarray:
+    """Codes as given; Python ints (int64 arrays) become `dtype` when they all fit it. A
+    torch FP8 tensor's codes are those of its dtype's format: `fmt` must be that format."""
+    held = _torch_format(x)
+    if held is not None and fmt is not None and not _same_format(held, fmt):
+        raise ValueError(f"{name}: a {x.dtype} tensor holds {held} codes, but the format "
+                         f"is {fmt}: pass {held!r} as the format, or a uint8 view of codes")
     a = as_array(x)
-    if a.dtype.kind not in "iufcb":  # floats, complex, bool: the core's own dtype error
-        raise ValueError(f"codes: dtype {a.dtype} is not an integer type (codes are unsigned "
-                         "integers)")
+    if a.dtype.kind not in "iu":  # values (float, complex, bool) are encoded first
+        raise ValueError(f"{name}: dtype {a.dtype} is not an integer type (codes are unsigned "
+                         "integers; values go through fp8sim.encode first)")
     if a.dtype.kind == "i" and (a.size == 0 or (a.min() >= 0 and a.max() <= _np.iinfo(dtype).max)):
         a = a.astype(dtype)
     return a
@@ -109,11 +145,13 @@ def describe(fmt: str) -> dict:
 
 
 def encode(x: ArrayLike, fmt: str, rounding: str = "rne", overflow: str = "saturate",
-           seed: int = 0, sr_bits: int = 32, threads: int = 0) -> _np.ndarray:
+           seed: Optional[int] = None, sr_bits: Optional[int] = None,
+           threads: int = 0) -> _np.ndarray:
     """Codes of ``x`` rounded into ``fmt`` (same bits as ``fp8sim encode``).
 
     ``rounding`` rne|rz|ru|rd|rna|sr (sr: element i draws ``random_u64(seed, 0, i)``, as the
-    CLI does for its i-th value), ``overflow`` saturate|nonsat. float32 and float64 inputs
+    CLI does for its i-th value; ``seed``, default 0, and ``sr_bits``, default 32, are for
+    sr only), ``overflow`` saturate|nonsat. float32 and float64 inputs
     are rounded from their exact value; the result has x's shape and the smallest unsigned
     dtype that holds the format's codes.
 
@@ -122,7 +160,12 @@ def encode(x: ArrayLike, fmt: str, rounding: str = "rne", overflow: str = "satur
     >>> encode([0.3] * 4, "e5m2", rounding="sr", seed=7)
     array([53, 52, 53, 52], dtype=uint8)
     """
-    return _core.encode(_floats(x), fmt, rounding, overflow, seed, sr_bits, threads)
+    for name, value in (("seed", seed), ("sr_bits", sr_bits)):
+        if value is not None and rounding != "sr":
+            raise ValueError(f"encode: {name} applies to stochastic rounding only "
+                             f"(rounding='sr'; rounding is {rounding!r})")
+    return _core.encode(_floats(x), fmt, rounding, overflow, 0 if seed is None else seed,
+                        32 if sr_bits is None else sr_bits, threads)
 
 
 def decode(codes: ArrayLike, fmt: str) -> _np.ndarray:
@@ -131,7 +174,7 @@ def decode(codes: ArrayLike, fmt: str) -> _np.ndarray:
     >>> decode([0x7e, 0x01, 0x7f], "e4m3").tolist()
     [448.0, 0.001953125, nan]
     """
-    return _core.decode(_codes(codes), fmt)
+    return _core.decode(_codes(codes, fmt=fmt), fmt)
 
 
 def table(fmt: str) -> tuple[_np.ndarray, _np.ndarray]:
@@ -149,7 +192,7 @@ def next_up(codes: ArrayLike, fmt: str) -> _np.ndarray:
     >>> next_up([0x7d, 0x80], "e4m3")
     array([126,   1], dtype=uint8)
     """
-    return _core.next_up(_codes(codes), fmt)
+    return _core.next_up(_codes(codes, fmt=fmt), fmt)
 
 
 def next_down(codes: ArrayLike, fmt: str) -> _np.ndarray:
@@ -158,7 +201,7 @@ def next_down(codes: ArrayLike, fmt: str) -> _np.ndarray:
     >>> next_down([0x00], "e4m3")
     array([129], dtype=uint8)
     """
-    return _core.next_down(_codes(codes), fmt)
+    return _core.next_down(_codes(codes, fmt=fmt), fmt)
 
 
 def ulp(codes: ArrayLike, fmt: str) -> _np.ndarray:
@@ -168,7 +211,7 @@ def ulp(codes: ArrayLike, fmt: str) -> _np.ndarray:
     >>> ulp([0x38, 0x7e], "e4m3")
     array([ 0.125, 32.   ])
     """
-    return _core.ulp(_codes(codes), fmt)
+    return _core.ulp(_codes(codes, fmt=fmt), fmt)
 
 
 class Quantized(NamedTuple):
@@ -176,9 +219,10 @@ class Quantized(NamedTuple):
     ``tensor_scales`` per row for two-level NVFP4 scales).
 
     ``scales`` has the shape ``gemm`` takes for ``scaling`` (A and its rows; B's blocks one
-    row per block); pass ``scaling`` and ``block`` on to ``gemm`` (``mx_block`` for mx). With
-    ``"nvfp4"`` the block scales are UE4M3 values for the MMA and ``tensor_scales`` (T x 1,
-    float32) the second level: D = fl32(acc * fl32(g_a * g_b)).
+    row per block); pass ``scaling`` on to ``gemm``, and ``block`` with block scaling
+    (``mx_block`` with mx; given with another scaling, they are refused). With ``"nvfp4"``
+    the block scales are UE4M3 values for the MMA and ``tensor_scales`` (T x 1, float32) the
+    second level: D = fl32(acc * fl32(g_a * g_b)).
     """
     codes: _np.ndarray
     scales: _np.ndarray
@@ -212,7 +256,7 @@ def quantize(x: ArrayLike, fmt: str = "e4m3", scaling: str = "tensor", rounding:
         raise ValueError(f"quantize: rounding '{rounding}': the sweep engine quantises with rne")
     if _on_cuda(x):
         return _quantize_cuda(x, fmt, scaling, role, tensor_rows)
-    a = as_array(x, _np.float64)
+    a = _values(x, "x", _np.float64)
     return Quantized(*_core.quantize(a, fmt, scaling, role, tensor_rows, threads))
 
 
@@ -295,8 +339,8 @@ def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None,
     if device is not None:
         options.device = device
     return _core.gemm(_operand(a, "a", options.a_format), _operand(b, "b", options.b_format),
-                      None if c is None else as_array(c), _host(a_scales), _host(b_scales),
-                      _f32(bias), options)
+                      None if c is None else _values(c, "c"), _host(a_scales),
+                      _host(b_scales), _f32(bias, "bias"), options)
 
 
 def _gemm_options(**given) -> "_core.GemmOptions":
@@ -305,6 +349,9 @@ def _gemm_options(**given) -> "_core.GemmOptions":
     for name, value in given.items():
         if value is not None:
             setattr(options, name, value)
+    # Given at all (not None): a kernel preset refuses the options it sets even at their
+    # default values, and an option that applies to nothing is refused (gemm_inputs.hpp).
+    options.given = [name for name, value in given.items() if value is not None]
     return options
 
 
@@ -354,20 +401,20 @@ def mma(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None, model: str = 
     """
     def scales(x):
         return None if x is None else as_array(x)
-    return _core.mma(_codes(a), _codes(b), None if c is None else
-                     _np.ascontiguousarray(as_array(c), dtype=_np.float32), scales(a_scales),
+    return _core.mma(_codes(a, fmt=a_format, name="a"), _codes(b, fmt=b_format, name="b"),
+                     None if c is None else _values(c, "c", _np.float32), scales(a_scales),
                      scales(b_scales), a_format, b_format, model)
 
 
 def _operand(x: ArrayLike, name: str, fmt: str) -> _np.ndarray:
     """A GEMM operand's uint8 codes; float values are refused with what to do instead."""
-    a = _codes(x, _np.uint8)
-    if a.dtype.kind in "fc" or a.dtype.name == "bfloat16":
+    a = as_array(x) if _torch_format(x) is None else None  # FP8 tensors: codes, below
+    if a is not None and (a.dtype.kind in "fc" or a.dtype.name == "bfloat16"):
         raise ValueError(
             f"{name}: {a.dtype} values, but gemm takes {fmt} codes (uint8): quantize first "
             f"(q = fp8sim.quantize(x, '{fmt}'): codes and scales, as gemm's a_scales/b_scales) "
             f"or encode (fp8sim.encode(x, '{fmt}'): codes, no scaling)")
-    return a
+    return _codes(x, _np.uint8, fmt=fmt, name=name)
 
 
 def _require_pandas(what: str):
@@ -384,13 +431,21 @@ def _on_cuda(x: ArrayLike) -> bool:
     return type(x).__module__.startswith("torch") and x.device.type == "cuda"
 
 
-def _f32(x: Optional[ArrayLike]) -> Optional[_np.ndarray]:
-    """A bias (any float array, torch tensors on any device) as float32 host values."""
+def _f32(x: Optional[ArrayLike], what: str = "bias") -> Optional[_np.ndarray]:
+    """A bias (any real array, torch tensors on any device) as float32 host values."""
     if x is None:
         return None
     if type(x).__module__.startswith("torch"):
+        if x.dtype.is_complex or x.dtype == _torch_bool():
+            raise ValueError(f"{what}: dtype {x.dtype} is not a real number type (float or "
+                             "integer values only)")
         x = x.detach().float().cpu()
-    return _np.ascontiguousarray(as_array(x), dtype=_np.float32)
+    return _values(x, what, _np.float32)
+
+
+def _torch_bool():
+    import torch
+    return torch.bool
 
 
 def _host(x: Optional[ArrayLike]) -> Optional[_np.ndarray]:
@@ -421,6 +476,12 @@ def _gemm_cuda(a, b, c, a_scales, b_scales, bias, options, device):
     def codes(t):
         t = t.detach()
         return t.view(torch.uint8) if t.dtype.itemsize == 1 and t.dtype.is_floating_point else t
+
+    for name, t, fmt in (("a", a, options.a_format), ("b", b, options.b_format)):
+        held = _torch_format(t)
+        if held is not None and not _same_format(held, fmt):
+            raise ValueError(f"{name}: a {t.dtype} tensor holds {held} codes, but the "
+                             f"format is {fmt}: pass {name}_format={held!r}, or a uint8 view")
 
     out = torch.empty((a.shape[0], b.shape[0]), dtype=torch.float32, device=a.device)
     stream = torch.cuda.current_stream(a.device).cuda_stream
@@ -678,6 +739,15 @@ def _regions(r: dict) -> list:
                          detail=g["detail"]))
     return rows
 
+# Every public function's arguments checked against its annotations first (_args.py): a
+# value the core cannot take raises one line naming the argument.
+for _name, _extra in {"describe": {}, "encode": {}, "decode": {}, "table": {}, "next_up": {},
+                      "next_down": {}, "ulp": {}, "quantize": {}, "gemm": {}, "mma": {},
+                      "sweep": {}, "replay": {"paths": ("dir",)}, "probe": {},
+                      "analyze": {"paths": ("out",)}, "explain": {},
+                      "invariance": {}}.items():
+    globals()[_name] = _args.checked(globals()[_name], name=f"fp8sim.{_name}", **_extra)
+del _name, _extra
 
 # The public namespace is __all__ (plus the submodule torch, once imported): the typing names
 # this module used at import time go (annotations are strings: `from __future__ import

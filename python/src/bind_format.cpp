@@ -265,6 +265,14 @@ void bind_format(nb::module_& m) {
       nb::arg("T"), nb::arg("K"), nb::arg("scaling"), nb::arg("role") = "a",
       nb::arg("tensor_rows") = 0,
       "The shape of quantize()'s scales for a T x K input (sim/scaling/scaling.hpp gemm_scale_shape).");
+  m.def(
+      "scaling_is_two_level",
+      [](const std::string& scaling) {
+        return scaling_by_name(scaling).encoding == ScaleEncoding::ue4m3;
+      },
+      nb::arg("scaling"),
+      "Whether quantize() gives a scaling tensor scales too (UE4M3 block scales under an fp32 "
+      "tensor scale: nvfp4, mx<Nc>:ue4m3).");
   m.def("quantize_cuda", &quantize_cuda, nb::arg("x"), nb::arg("codes"), nb::arg("fmt"),
         nb::arg("scaling"), nb::arg("role"), nb::arg("tensor_rows"), nb::arg("stream"),
         "quantise_resident: codes written in place on x's CUDA device; returns (scales, gemm "

@@ -161,8 +161,11 @@ nb::ndarray<nb::numpy, float> run_mma(const AnyArray& a, const AnyArray& b,
     use_model_block_scales(s);
     const std::size_t cols = (K + in->block - 1) / in->block;
     const View va = view(*a_scales, "a_scales"), vb = view(*b_scales, "b_scales");
-    sa = scale_values("a_scales", {va.descr, va.shape, va.data}, s.scaling, T, cols, in->format);
-    sb = scale_values("b_scales", {vb.descr, vb.shape, vb.data}, s.scaling, T, cols, in->format);
+    // NaN scale codes as the instruction takes them (the differential tests draw every code).
+    sa = scale_values("a_scales", {va.descr, va.shape, va.data}, s.scaling, T, cols, in->format,
+                      /*nan_codes=*/true);
+    sb = scale_values("b_scales", {vb.descr, vb.shape, vb.data}, s.scaling, T, cols, in->format,
+                      /*nan_codes=*/true);
   } else if (a_scales || b_scales) {
     throw std::runtime_error(fmt::format("model {} has no block scales: a_scales and b_scales "
                                          "are for block-scaled models", model));
@@ -216,7 +219,8 @@ void bind_gemm(nb::module_& m) {
       .def_rw("mx_scale", &GemmOptions::mx_scale)
       .def_rw("kernel", &GemmOptions::kernel)
       .def_rw("triton_config", &GemmOptions::triton_config)
-      .def_rw("gpu", &GemmOptions::gpu);
+      .def_rw("gpu", &GemmOptions::gpu)
+      .def_rw("given", &GemmOptions::given);
   m.def(
       "triton_plan",
       [](const std::string& kernel, int m, int n, int k, const std::string& config,

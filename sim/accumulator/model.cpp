@@ -1,6 +1,8 @@
 // model: AccumulatorSpec's names and checks, describe(), and accumulator_by_name(): a preset
 // (presets.cpp) or a `custom:` model parsed from its key=value text.
 #include "accumulator/accumulator.hpp"
+#include "base/limits.hpp"
+#include "base/parse_number.hpp"
 
 #include <fmt/format.h>
 
@@ -146,18 +148,14 @@ AccumulatorSpec accumulator_by_name(std::string_view name) {
   m.zero_exponent.reset();
   m.evidence = "custom model from the command line";
   std::string_view rest = name.substr(kCustom.size());
+  // The strict integer reader every front-end uses (no octal "032", no sign, no spaces);
+  // its range is the limits' kMaxDim, and validate() below says what a setting allows.
   auto to_int = [&](std::string_view key, std::string_view v) {
-    int x = 0;
-    bool ok = !v.empty() && v.size() < 4;
-    for (char ch : v) {  // at most 3 digits: no overflow
-      ok = ok && ch >= '0' && ch <= '9';
-      if (!ok) break;
-      x = x * 10 + (ch - '0');
+    try {
+      return static_cast<int>(parse_unsigned(v, "value", limits::kMaxDim));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("model '{}': {}: {}", name, key, e.what()));
     }
-    if (!ok)
-      throw std::invalid_argument(
-          fmt::format("model '{}': {}='{}' is not a non-negative integer", name, key, v));
-    return x;
   };
   // A 0/1 switch: 2 is an error, not "on".
   auto to_bool = [&](std::string_view key, std::string_view v) {
@@ -166,10 +164,14 @@ AccumulatorSpec accumulator_by_name(std::string_view name) {
     return v == "1";
   };
   std::vector<std::string_view> seen;
-  while (!rest.empty()) {
+  for (bool more = !rest.empty(); more;) {  // every item between commas, an empty one too
     const auto comma = rest.find(',');
     const std::string_view item = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    more = comma != std::string_view::npos;
+    rest = more ? rest.substr(comma + 1) : std::string_view{};
+    if (item.empty())
+      throw std::invalid_argument(fmt::format(
+          "model '{}': an empty item (a comma at the start, the end or twice)", name));
     const auto eq = item.find('=');
     if (eq == std::string_view::npos)
       throw std::invalid_argument(fmt::format("model '{}': '{}' is not key=value", name, item));

@@ -29,7 +29,7 @@
 //      a later chunk than P; the smallest such j is the interval.
 // Each inference appends one evidence line: the vector, what came back, what it means.
 // When the group vector shows steps that are not consecutive runs of K, the steps are read
-// position by position over two blocks (1b, in probe.cpp): sm_90's mma.sync gives group 16,
+// position by position over two blocks (1b, in probe_sum.cpp): sm_90's mma.sync gives group 16,
 // block 32, interleave; any other order is reported in one line as no model's order.
 #pragma once
 
@@ -60,9 +60,11 @@ struct ProbeOptions {
   FormatSpec format = format_by_name("e4m3");  // code format of A (and of B when b_format
                                                 // is not set)
   std::optional<FormatSpec> b_format;          // B's code format when it differs
-  int max_k = 4096;      // longest K tried (promotion search); a multiple of k_multiple
-  int max_group = 256;   // largest group size looked for
-  int k_multiple = 1;    // every batch's K is padded (with zero codes) to a multiple of this
+  int max_k = 4096;      // longest K tried (promotion search), 1..2^20; it must exceed the
+                         // group found, else probe() throws std::invalid_argument
+  int max_group = 256;   // largest group size looked for, 2..4096
+  int k_multiple = 1;    // every batch's K is padded (with zero codes) to a multiple of this,
+                         // 1..2^20
 };
 
 struct ProbeReport {

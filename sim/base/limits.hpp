@@ -27,6 +27,10 @@ inline constexpr std::size_t kMaxCases = std::size_t{1} << 16;
 inline constexpr std::size_t kMaxPrefixes = std::size_t{1} << 16;
 inline constexpr int kMaxJsonDepth = 64;
 inline constexpr std::size_t kMaxStringLength = 4096;  // a manifest string, a model string
+// cuBLASLt plan tables read by path (sim/kernel/plan_table.hpp): the .json and the .bin each
+// at most kMaxManifestBytes, the grid the .bin expands to (variants x M x N x K points, two
+// bytes each) at most this many points (the built-in tables hold 1332240).
+inline constexpr std::uint64_t kMaxPlanPoints = std::uint64_t{1} << 24;
 // Engine threads (0 = every hardware thread).
 inline constexpr int kMaxThreads = 1024;
 // A value quoted in an error message is cut to this many characters ("...").

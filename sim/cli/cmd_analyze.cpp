@@ -54,7 +54,10 @@ std::vector<std::string> model_names(const std::vector<std::string>& raw) {
     std::size_t start = 0;
     while (start <= v.size()) {
       const std::size_t comma = std::min(v.find(',', start), v.size());
-      if (comma > start) out.push_back(v.substr(start, comma - start));
+      if (comma == start)
+        throw std::invalid_argument(fmt::format(
+            "--models: empty item in '{}' (a comma at the start, the end or twice)", v));
+      out.push_back(v.substr(start, comma - start));
       start = comma + 1;
     }
   }
@@ -123,7 +126,7 @@ void run_analyze(const AnalyzeArgs& g, const std::string& command) {
 
   const auto t0 = std::chrono::steady_clock::now();
   const AnalyzeResult r = analyze(s, A, B, [&](const std::string& line) {
-    if (!g.quiet) fmt::print(stderr, "analyze: {}\n", line);
+    if (!g.quiet) print_stderr(fmt::format("analyze: {}\n", line));
   });
   const double runtime =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -206,13 +209,14 @@ void add_analyze_command(CLI::App& app) {
                   "auto|f32|bf16|f16 (auto: <f4, <f2, and <V2 as np.save writes ml_dtypes' "
                   "bfloat16; bf16 also takes <u2 bit patterns)")
       ->capture_default_str();
-  cmd->add_option("--recipes", g->recipes, "Named recipes, comma list, or 'all' (see `fp8sim recipes`)")
-      ->delimiter(',');
-  cmd->add_option("--formats", g->formats, "Grid: element formats (default e4m3)")->delimiter(',');
-  cmd->add_option("--scalings", g->scalings,
-                  "Grid: none, tensor, row, block<Nc>, mx, mx<Nc>, nvfp4 (default tensor)")->delimiter(',');
-  cmd->add_option("--encodings", g->encodings, "Grid: scale encodings fp32, pow2, e8m0 (default fp32; mx and nvfp4 name theirs)")
-      ->delimiter(',');
+  add_list_option(cmd, "--recipes", g->recipes,
+                  "Named recipes, comma list, or 'all' (see `fp8sim recipes`)");
+  add_list_option(cmd, "--formats", g->formats, "Grid: element formats (default e4m3)");
+  add_list_option(cmd, "--scalings", g->scalings,
+                  "Grid: none, tensor, row, block<Nc>, mx, mx<Nc>, nvfp4 (default tensor)");
+  add_list_option(cmd, "--encodings", g->encodings,
+                  "Grid: scale encodings fp32, pow2, e8m0 (default fp32; mx and nvfp4 name "
+                  "theirs)");
   cmd->add_option("--models", g->models,
                   "Grid: accumulator models, comma list (default hopper-wgmma); repeat the flag "
                   "for custom:... models");

@@ -12,7 +12,7 @@
 #include "commands.hpp"
 #include "cli/options.hpp"
 #include "format/format.hpp"
-#include "io/parse_number.hpp"
+#include "base/parse_number.hpp"
 #include "base/rng.hpp"
 #include "format/rounding.hpp"
 
@@ -69,10 +69,15 @@ void add_convert_commands(CLI::App& app) {
                      "Random bits per stochastic rounding (1..64)", 0, 1u << 30);
   enc->add_option("values", args->items, "Values: decimals, hex floats, inf, -inf, nan")
       ->required();
-  enc->callback([args] {
+  enc->callback([args, enc] {
     const FormatSpec f = format_by_name(args->format);
     RoundingSpec r{parse_rounding(args->rounding), parse_overflow(args->overflow), args->sr_bits};
     validate(r);
+    for (const char* flag : {"--seed", "--sr-bits"})  // options of stochastic rounding only
+      if (enc->count(flag) > 0 && r.mode != Rounding::sr)
+        throw std::invalid_argument(
+            fmt::format("{} applies to stochastic rounding only (-r sr; rounding is {})", flag,
+                        args->rounding));
     std::string out;
     for (std::size_t i = 0; i < args->items.size(); ++i) {
       const ParsedValue v = parse_value(args->items[i]);

@@ -162,7 +162,10 @@ void add_gemm_commands(CLI::App& app) {
   cmd->add_option("--out", g->out, "Output D.npy (float32 (M, N))")->capture_default_str();
   add_threads_option(cmd, g->threads);
   add_device_option(cmd, g->device);
-  cmd->callback([g] { run_gemm(*g); });
+  cmd->callback([g, cmd] {
+    g->given = given_options(*cmd);  // a kernel preset refuses them at any value
+    run_gemm(*g);
+  });
 
   auto e = std::make_shared<ScaledMmCall>();
   auto egpu = std::make_shared<std::string>("h100");

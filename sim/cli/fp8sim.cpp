@@ -20,7 +20,7 @@ int finish(int code, std::string error = "") {
   const std::string out_error = fp8sim::finish_stdout();
   if (!out_error.empty()) error = out_error;  // the cause of a failed fmt::print, too
   if (error.empty()) return code;
-  fmt::print(stderr, "fp8sim: error: {}\n", fp8sim::printable(error));
+  fp8sim::print_stderr(fmt::format("fp8sim: error: {}\n", fp8sim::printable(error)));
   return 2;
 }
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "base/limits.hpp"
-#include "io/parse_number.hpp"
+#include "base/parse_number.hpp"
 #include "io/std_streams.hpp"
 
 namespace fp8sim::cli {
@@ -80,6 +80,36 @@ CLI::Option* add_integer_list_option(CLI::App* app, const std::string& name,
   return opt;
 }
 
+// A comma list of names (e.g. analyze's --recipes a,b), split strictly: an empty item, as in
+// "a,,b", "a," or "", is an error naming the option (CLI11's own splitting drops it, so
+// --recipes '' would mean "not given"); the option may be repeated.
+inline CLI::Option* add_list_option(CLI::App* app, const std::string& name,
+                                    std::vector<std::string>& target,
+                                    const std::string& description) {
+  const std::string flag = name.substr(0, name.find(','));
+  auto* opt = app->add_option_function<std::vector<std::string>>(
+      name,
+      [&target, flag](const std::vector<std::string>& texts) {
+        target.clear();
+        for (const std::string& list : texts) {
+          std::size_t start = 0;
+          while (true) {
+            const std::size_t comma = std::min(list.find(',', start), list.size());
+            if (comma == start)
+              throw CLI::ValidationError(
+                  flag, fmt::format("empty item in '{}' (a comma at the start, the end or "
+                                    "twice, or an empty value)", printable(list)));
+            target.push_back(list.substr(start, comma - start));
+            if (comma == list.size()) break;
+            start = comma + 1;
+          }
+        }
+      },
+      description);
+  opt->type_name("NAME,...");
+  return opt;
+}
+
 // --device: cpu | cuda, read by parse_device() (device.hpp) when the command runs.
 inline CLI::Option* add_device_option(CLI::App* app, std::string& target) {
   return app->add_option("--device", target, "cpu|cuda: where the GEMM engine runs (same bits)")
@@ -95,9 +125,37 @@ CLI::Option* add_threads_option(CLI::App* app, T& target) {
                             0, limits::kMaxThreads);
 }
 
+// The options given on the command line, by their long names as fields ("--split-k-align"
+// -> "split_k_align"): GemmOptions::given.
+inline std::vector<std::string> given_options(const CLI::App& cmd) {
+  std::vector<std::string> out;
+  for (const CLI::Option* opt : cmd.get_options())
+    if (opt->count() > 0 && !opt->get_lnames().empty()) {
+      std::string name = opt->get_lnames().front();
+      std::replace(name.begin(), name.end(), '-', '_');
+      out.push_back(name);
+    }
+  return out;
+}
+
 // Parses the command line: -1 when the program goes on, else the exit code (0 after --help,
 // 2 after "<program>: error: <problem>" for bad flags or values).
+// An empty value is never "not given": every option that takes a value refuses "" (a path,
+// a name), in every subcommand; the integer options above refuse it themselves, naming it a
+// bad value.
+inline void refuse_empty_values(CLI::App& app) {
+  const CLI::Validator non_empty(
+      [](std::string& text) { return text.empty() ? std::string("empty value") : std::string(); },
+      "");
+  for (CLI::Option* opt : app.get_options())
+    if (opt->get_type_size_max() > 0 && opt->get_type_name().rfind("INT", 0) != 0)
+      opt->check(non_empty);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    refuse_empty_values(*sub);
+}
+
 inline int parse_command_line(CLI::App& app, int argc, char** argv, const std::string& program) {
+  refuse_empty_values(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -107,7 +165,7 @@ inline int parse_command_line(CLI::App& app, int argc, char** argv, const std::s
   } catch (const CLI::CallForVersion& e) {  // --version: the text on stdout, exit 0
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "{}: error: {}\n", program, printable(e.what()));
+    print_stderr(fmt::format("{}: error: {}\n", program, printable(e.what())));
     return 2;
   }
   return -1;

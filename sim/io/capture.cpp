@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -10,8 +11,9 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/checked_json.hpp"
 #include "kernel/gemm_inputs.hpp"
-#include "io/input_file.hpp"
+#include "base/input_file.hpp"
 #include "kernel/kernel.hpp"
 #include "kernel/triton_config.hpp"
 #include "base/limits.hpp"
@@ -98,82 +100,17 @@ std::string output_type_name(const FormatSpec& f) {
   return f.name == "fp32" ? "f32" : f.name == "fp16" ? "f16" : f.name;
 }
 
-// nlohmann's DOM builder behind a SAX handler that refuses, as it reads, JSON nested more
-// than kMaxJsonDepth deep and a key given twice in one object (the DOM would keep the last):
-// one linear pass. (nlohmann's parse callback is quadratic in an array's length: each
-// object's end scans its parent for discarded values.)
-class CheckedSax {
- public:
-  struct TooDeep {};
-  struct DuplicateKey {
-    std::string key;
-  };
-  explicit CheckedSax(json& j) : dom_(j, /*allow_exceptions=*/true) {}
-  bool null() { return dom_.null(); }
-  bool boolean(bool v) { return dom_.boolean(v); }
-  bool number_integer(json::number_integer_t v) { return dom_.number_integer(v); }
-  bool number_unsigned(json::number_unsigned_t v) { return dom_.number_unsigned(v); }
-  bool number_float(json::number_float_t v, const std::string& s) {
-    return dom_.number_float(v, s);
-  }
-  bool string(std::string& v) { return dom_.string(v); }
-  bool binary(json::binary_t& v) { return dom_.binary(v); }
-  bool start_object(std::size_t n) {
-    enter();
-    keys_.emplace_back();
-    return dom_.start_object(n);
-  }
-  bool key(std::string& k) {
-    if (!keys_.back().insert(k).second) throw DuplicateKey{k};
-    return dom_.key(k);
-  }
-  bool end_object() {
-    --depth_;
-    keys_.pop_back();
-    return dom_.end_object();
-  }
-  bool start_array(std::size_t n) {
-    enter();
-    return dom_.start_array(n);
-  }
-  bool end_array() {
-    --depth_;
-    return dom_.end_array();
-  }
-  template <class Exception>
-  bool parse_error(std::size_t pos, const std::string& token, const Exception& e) {
-    return dom_.parse_error(pos, token, e);
-  }
-
- private:
-  void enter() {
-    if (++depth_ > limits::kMaxJsonDepth) throw TooDeep{};
-  }
-  nlohmann::detail::json_sax_dom_parser<json> dom_;
-  std::vector<std::unordered_set<std::string>> keys_;
-  int depth_ = 0;
-};
-
 // The manifest as JSON: a regular file of bounded size, nested at most kMaxJsonDepth deep,
 // no key twice in an object (checked while parsing, so a deep file is refused before it is
 // built).
 json parse_manifest(const Where& top) {
   const std::string text =
       InputFile(top.manifest, limits::kMaxManifestBytes, "kMaxManifestBytes").read_rest();
-  json j;
-  CheckedSax sax(j);
   try {
-    json::sax_parse(text, &sax);
-  } catch (const CheckedSax::TooDeep&) {
-    top.fail(fmt::format("JSON nested more than {} deep {}", limits::kMaxJsonDepth,
-                         limits::named("kMaxJsonDepth", limits::kMaxJsonDepth)));
-  } catch (const CheckedSax::DuplicateKey& d) {
-    top.fail(fmt::format("key \"{}\" given twice in one object", limits::quoted(d.key)));
-  } catch (const json::exception& e) {
-    // nlohmann's message quotes the last bytes read: at most a few hundred characters.
-    top.fail(fmt::format("not valid JSON: {}", limits::quoted(e.what(), 4 * limits::kMaxQuotedValue)));
+    return parse_checked_json(text);
+  } catch (const std::invalid_argument& e) {
+    top.fail(e.what());
   }
-  return j;
 }
 
 // A file a case names: a relative path inside the capture folder, checked as text here (no
@@ -211,11 +148,38 @@ void inside_folder(const std::string& real_dir, const std::string& path, const W
                        limits::quoted(r)));
 }
 
+// A case's keys: those read, then those the capture tools write for people to read (never
+// read here; so is any key starting with "note"). Any other key is refused: a typo must not
+// fall back to a default.
+constexpr std::string_view kCaseKeys[] = {
+    "name", "kernel", "suite", "seed", "a_format", "b_format", "model", "promote_every",
+    "scaling", "block", "scale_order", "out_type", "split_k", "split_k_align", "kernel_preset",
+    "M", "N", "K", "a", "b", "c", "d", "bias", "sa", "sb", "prefix_k", "d_prefix"};
+constexpr std::string_view kCaseNotes[] = {
+    "shape", "window", "window_b_blocks", "launch_config", "rows", "cols", "bit_identical_to",
+    "nan_outputs", "max_num_imprecise_acc", "upstream", "scale_mode", "use_fast_accum", "algo"};
+
+void check_case_keys(const json& j, const Where& w) {
+  for (const auto& item : j.items()) {
+    const std::string& key = item.key();
+    const auto is = [&](std::string_view k) { return k == key; };
+    if (std::any_of(std::begin(kCaseKeys), std::end(kCaseKeys), is) ||
+        std::any_of(std::begin(kCaseNotes), std::end(kCaseNotes), is) || key.starts_with("note"))
+      continue;
+    std::string known;
+    for (const std::string_view k : kCaseKeys)
+      known += fmt::format("{}{}", known.empty() ? "" : ", ", k);
+    w.fail(fmt::format("unknown key '{}' (a case's keys: {}; notes: shape, window, ..., note*)",
+                       limits::quoted(key), known));
+  }
+}
+
 CaptureCase read_case(const std::string& dir, const json& j, Where w) {
   CaptureCase cs;
   if (!j.is_object()) w.fail("a case must be a JSON object");
   cs.name = get_string(need(j, "name", w), "name", w);
   w.name = cs.name;
+  check_case_keys(j, w);
   cs.kernel = opt_string(j, "kernel", w, "");
   cs.suite = opt_string(j, "suite", w, "");
   cs.seed = opt_string(j, "seed", w, "");
@@ -246,9 +210,24 @@ CaptureCase read_case(const std::string& dir, const json& j, Where w) {
   if (!cs.triton_config.empty() && !is_triton_kernel(cs.kernel_preset))
     w.fail("triton_config goes with a Triton kernel_preset");
   if (!cs.kernel_preset.empty()) {
+    const GemmSpec said = s;  // the case's own keys, which must agree with the preset
     spec_call([&] {
       const KernelSpec& k = kernel_by_name(cs.kernel_preset);
       apply_kernel(s, k);
+      const auto disagree = [&](const char* key, const std::string& case_value,
+                                const std::string& preset_value) {
+        if (find(j, key) != nullptr && case_value != preset_value)
+          w.fail(fmt::format("key '{}' = {} disagrees with kernel_preset {} ({}): drop it or the "
+                             "preset", key, case_value, k.name, preset_value));
+      };
+      if (!cs.model.empty())
+        disagree("model", describe(accumulator_by_name(cs.model)),
+                 describe(accumulator_by_name(k.model)));
+      disagree("promote_every", std::to_string(said.promote_every),
+               std::to_string(s.promote_every));
+      disagree("scale_order", std::string(to_string(said.order)), std::string(to_string(s.order)));
+      disagree("split_k_align", std::to_string(said.split_k_align),
+               std::to_string(s.split_k_align));
       cs.model = k.model;
       if (!cs.triton_config.empty()) {  // the config as launched: it routes and sets the tile
         const TritonPlan p = triton_plan(cs.triton_config, 0, 0, 0, "", cs.kernel_preset);

@@ -15,12 +15,16 @@
 //   (N,), added before the output rounding; split_k: K slices (gemm_split.hpp). "model": null
 //   when unknown. Provenance keys and c, sa, sb, prefix_k, d_prefix, promote_every (0),
 //   scaling ("none"), block (128), scale_order ("deepgemm"), out_type ("f32"), kernel, suite,
-//   seed, self_test, split_k (1), split_k_align (128), bias may be absent; other keys are
-//   ignored. Paths are relative to DIR. "kernel_preset" (optional) names a kernel preset
+//   seed, self_test, split_k (1), split_k_align (128), bias may be absent. Other top-level
+//   keys are provenance, kept as written; a case's other keys must be among those the capture
+//   tools write for people to read (kCaseNotes in capture.cpp: shape, window, launch_config,
+//   ..., and any key starting with "note"): any other key (a typo such as "promote_evry")
+//   is refused. Paths are relative to DIR. "kernel_preset" (optional) names a kernel preset
 //   (sim/kernel/kernel.hpp), which then sets model, promote_every, scale_order, the K tile and
-//   split_k_align in place of those keys; with a Triton preset, "triton_config" (optional) the
-//   config it was launched with (sim/kernel/triton_config.hpp), which routes the preset by the
-//   instruction Triton lowers that config to and sets the promotion and K tile.
+//   split_k_align; those keys may still be given, and must then agree with the preset. With a
+//   Triton preset, "triton_config" (optional) is the config it was launched with
+//   (sim/kernel/triton_config.hpp), which routes the preset by the instruction Triton lowers
+//   that config to and sets the promotion and K tile.
 #pragma once
 
 #include <cstdint>

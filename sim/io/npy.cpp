@@ -7,7 +7,7 @@
 #include <new>
 #include <stdexcept>
 
-#include "io/input_file.hpp"
+#include "base/input_file.hpp"
 #include "base/limits.hpp"
 #include "io/output_file.hpp"
 
@@ -158,6 +158,13 @@ NpyReader::NpyReader(const std::string& path)
       p.expect('}');
       break;
     }
+  }
+  p.ws();  // numpy pads with spaces and ends with '\n'; anything else after '}' is refused
+  if (p.i != header.size()) {
+    std::string tail = header.substr(p.i);
+    while (!tail.empty() && (tail.back() == ' ' || tail.back() == '\n')) tail.pop_back();
+    fail(path, fmt::format("malformed npy header: '{}' after the closing brace",
+                           limits::quoted(tail, 20)));
   }
   if (!have_descr || !have_order || !have_shape)
     fail(path, "malformed npy header: needs descr, fortran_order and shape");

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "io/input_file.hpp"
+#include "base/input_file.hpp"
 
 namespace fp8sim {
 

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,7 +44,48 @@ struct Slot {
   char path[PATH_MAX];
 };
 Slot g_slots[kSlots];
-constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGXFSZ};
+
+// Every signal whose default action ends the process and that anyone can send with kill(1)
+// (SIGKILL and SIGSTOP aside, which cannot be caught): the terminal's and the job control's,
+// the timers', the user signals, the resource limits', the real-time ones, and the
+// synchronous ones too (kill -SEGV is a signal like any other; a real fault dies of it the
+// same way, after the temporaries are removed).
+const std::vector<int>& fatal_signals() {
+  static const std::vector<int> signals = [] {
+    std::vector<int> s = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGTRAP,   SIGABRT, SIGBUS,
+                          SIGFPE,  SIGUSR1, SIGSEGV, SIGUSR2, SIGPIPE,   SIGALRM, SIGTERM,
+                          SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGIO,   SIGPWR,  SIGSYS};
+#ifdef SIGSTKFLT
+    s.push_back(SIGSTKFLT);
+#endif
+    for (int rt = SIGRTMIN; rt <= SIGRTMAX; ++rt) s.push_back(rt);
+    return s;
+  }();
+  return signals;
+}
+
+sigset_t fatal_signal_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (const int sig : fatal_signals()) sigaddset(&set, sig);
+  return set;
+}
+
+// Holds every fatal signal back in this thread while it lives (creating a temporary and
+// registering it is then one step for the signal handler); pending ones arrive at its end.
+class SignalsHeld {
+ public:
+  SignalsHeld() {
+    const sigset_t all = fatal_signal_set();
+    ::pthread_sigmask(SIG_BLOCK, &all, &old_);
+  }
+  ~SignalsHeld() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  SignalsHeld(const SignalsHeld&) = delete;
+  SignalsHeld& operator=(const SignalsHeld&) = delete;
+
+ private:
+  sigset_t old_;
+};
 
 extern "C" void remove_temporaries_and_die(int sig) {
   for (Slot& s : g_slots)
@@ -52,20 +94,19 @@ extern "C" void remove_temporaries_and_die(int sig) {
   ::raise(sig);
 }
 
-// Installs the handler for each of kSignals still at its default action, at every new
+// Installs the handler for each of fatal_signals() still at its default action, at every new
 // temporary (a few system calls; a program that reset its handlers gets them back). An
 // ignored signal stays ignored (`trap '' XFSZ` then makes write() fail with EFBIG instead);
 // a handler someone else installed (Python's SIGINT, a test framework's) stays theirs.
 void install_signal_handlers() {
-  for (const int sig : kSignals) {
+  for (const int sig : fatal_signals()) {
     struct sigaction old {};
     if (::sigaction(sig, nullptr, &old) != 0 || (old.sa_flags & SA_SIGINFO) ||
         old.sa_handler != SIG_DFL)
       continue;
     struct sigaction sa {};
     sa.sa_handler = remove_temporaries_and_die;
-    sigemptyset(&sa.sa_mask);
-    for (const int other : kSignals) sigaddset(&sa.sa_mask, other);
+    sa.sa_mask = fatal_signal_set();
     ::sigaction(sig, &sa, nullptr);
   }
 }
@@ -104,8 +145,10 @@ OutputFile::OutputFile(std::string path) : path_(std::move(path)), target_(path_
     if (!S_ISREG(st.st_mode)) {  // character device, FIFO, socket: in place, never blocking
       fd_ = ::open(path_.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
       if (fd_ < 0)
-        refuse(path_, errno == ENXIO ? std::string("a FIFO with no reader")
-                                     : fmt::format("cannot open: {}", std::strerror(errno)));
+        refuse(path_, S_ISSOCK(st.st_mode) ? std::string("is a socket (fp8sim writes files, "
+                                                         "devices and pipes, not sockets)")
+                      : errno == ENXIO ? std::string("a FIFO with no reader")
+                                       : fmt::format("cannot open: {}", std::strerror(errno)));
       const int flags = ::fcntl(fd_, F_GETFL);
       if (flags >= 0) ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
       through_ = true;
@@ -113,6 +156,13 @@ OutputFile::OutputFile(std::string path) : path_(std::move(path)), target_(path_
     }
     char resolved[PATH_MAX];
     if (::realpath(path_.c_str(), resolved) != nullptr) target_ = resolved;
+    // A file you cannot write is not replaced (rename(2) would, whatever its mode); one you
+    // can keeps its permissions, as cp and editors keep them.
+    if ((st.st_mode & 0222) == 0 || ::access(target_.c_str(), W_OK) != 0)
+      refuse(path_, fmt::format("is read-only (mode {:04o}): fp8sim does not replace a file "
+                                "you cannot write (chmod u+w it, or write elsewhere)",
+                                st.st_mode & 07777));
+    mode_ = st.st_mode & 0777;
   } else if (errno != ENOENT) {
     refuse(path_, fmt::format("cannot stat: {}", std::strerror(errno)));
   } else if (struct stat lst {}; ::lstat(path_.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
@@ -122,11 +172,16 @@ OutputFile::OutputFile(std::string path) : path_(std::move(path)), target_(path_
   std::vector<char> name(target_.begin(), target_.end());
   for (const char c : std::string_view(".tmp-XXXXXX")) name.push_back(c);
   name.push_back('\0');
-  fd_ = ::mkostemp(name.data(), O_CLOEXEC);
-  if (fd_ < 0) fail("cannot create a temporary file in its folder", errno);
-  tmp_ = name.data();
-  slot_ = register_temporary(tmp_);
-  if (::fchmod(fd_, default_mode()) != 0) fail("cannot set permissions", errno);
+  {
+    // Created and registered with every fatal signal held back: no signal finds it unlisted.
+    const SignalsHeld held;
+    fd_ = ::mkostemp(name.data(), O_CLOEXEC);
+    if (fd_ < 0) fail("cannot create a temporary file in its folder", errno);
+    tmp_ = name.data();
+    slot_ = register_temporary(tmp_);
+  }
+  if (::fchmod(fd_, mode_ != 0 ? mode_ : default_mode()) != 0)
+    fail("cannot set permissions", errno);
 }
 
 OutputFile::~OutputFile() {

@@ -6,15 +6,20 @@
 // symlink to a regular file is followed: the temporary sits beside the link's target and
 // replaces the target, so the link stays a link. On any failure (full disk, file size limit,
 // I/O error) the temporary is removed, <path> is left as it was, and std::runtime_error says
-// "<path>: <what failed>: <strerror>". A fatal signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT,
-// SIGPIPE, SIGXFSZ at their default action) removes every live temporary before the process
-// dies of it (signal-safe: unlink(2) only).
+// "<path>: <what failed>: <strerror>". A fatal signal (every signal whose default action ends
+// the process, SIGINT, SIGTERM, SIGHUP, SIGALRM, SIGUSR1, SIGPIPE, SIGXFSZ, ... and the
+// real-time ones, while at its default action) removes every live temporary before the
+// process dies of it (signal-safe: unlink(2) only); the temporary is created and registered
+// with those signals held back in the calling thread, so none finds it unlisted. A file
+// replaced keeps its permissions; a read-only one (no write bit, or not writable by you) is
+// refused with one line, never replaced.
 //
 // A special file named as output is never replaced by a regular file: a character device
-// (/dev/null, a terminal), a FIFO or a socket (/dev/stdout, /proc/self/fd/N as a pipe) is
-// written through in place, opened without blocking (a FIFO with no reader is an error, not
+// (/dev/null, a terminal) or a FIFO (/dev/stdout, /proc/self/fd/N as a pipe) is written
+// through in place, opened without blocking (a FIFO with no reader is an error, not
 // a hang); there is nothing to make atomic there. A folder, a block device and a symlink
-// whose target does not exist are refused with one line.
+// whose target does not exist are refused with one line, and so is a socket (open(2) cannot
+// open one).
 //
 // The npy writer, the JSON reports, the analyze outputs, the experiments' CSVs and manifests
 // and fp8sim-hw's captures all write through here.
@@ -52,6 +57,7 @@ class OutputFile {
   std::string path_, target_, tmp_;       // target_: path_ with a final symlink resolved
   int fd_ = -1;
   int slot_ = -1;                         // the signal handler's entry for tmp_
+  unsigned mode_ = 0;                     // the replaced file's permissions (0: a new file)
   bool through_ = false, closed_ = false, done_ = false;
 };
 

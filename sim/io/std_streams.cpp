@@ -36,6 +36,11 @@ std::string finish_stdout() {
   return fmt::format("standard output: write failed: {}", std::strerror(err ? err : EIO));
 }
 
+void print_stderr(std::string_view text) noexcept {
+  std::fwrite(text.data(), 1, text.size(), stderr);
+  std::fflush(stderr);
+}
+
 std::string printable(const std::string& text) { return limits::quoted(text, std::string::npos); }
 
 }  // namespace fp8sim

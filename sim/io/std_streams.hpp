@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace fp8sim {
 
@@ -18,6 +19,11 @@ void guard_standard_descriptors();
 // Flushes and closes stdout and returns "" when every byte reached it, else one line
 // "standard output: write failed: <strerror>". Call once, last.
 std::string finish_stdout();
+
+// Writes `text` to stderr and flushes it, never throwing: a closed or full stderr (`2>&-`,
+// `2>/dev/full`) loses the message but not the exit code (fmt::print would throw there, and a
+// throw from an error handler aborts the process).
+void print_stderr(std::string_view text) noexcept;
 
 // `text` as one printable line: control characters and other non-printing bytes written
 // as \xNN (an error message quoting a manifest string, a case name on the terminal).

@@ -5,98 +5,17 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
 
 #include "kernel/cublaslt_rule.hpp"
+#include "kernel/plan_table.hpp"
 #include "kernel/plan_tables.hpp"
 
 namespace fp8sim {
 namespace {
 
 using nlohmann::json;
-
-struct Table {
-  json meta;
-  std::vector<int> m, n, k;
-  std::vector<std::string> variants;
-  std::vector<std::string> fields;   // the columns of meta["configs"]
-  std::vector<std::uint16_t> codes;  // variants x |m| x |n| x |k|, expanded
-  std::uint16_t none = 65535;
-  std::string name;
-  SplitRuleConstants rule;  // the table's "split_rule" (sim/kernel/cublaslt_rule.hpp)
-};
-
-std::vector<int> ints(const json& j) { return j.get<std::vector<int>>(); }
-
-Table parse_table(std::string_view name, std::string_view meta, std::string_view blob) {
-  Table t;
-  t.name = name;
-  try {
-    t.meta = json::parse(meta);
-    t.m = ints(t.meta.at("axes").at("m"));
-    t.n = ints(t.meta.at("axes").at("n"));
-    t.k = ints(t.meta.at("axes").at("k"));
-    t.variants = t.meta.at("variants").get<std::vector<std::string>>();
-    t.fields = t.meta.at("fields").get<std::vector<std::string>>();
-    t.none = t.meta.value("none", 65535);
-  } catch (const json::exception& e) {
-    throw std::invalid_argument(fmt::format("cuBLASLt plan table {}: {}", name, e.what()));
-  }
-  t.rule = split_rule_constants(t.meta);
-  // The .bin: (code, count) pairs of little-endian uint16, expanding to every grid point.
-  const std::size_t points = t.m.size() * t.n.size() * t.k.size() * t.variants.size();
-  t.codes.reserve(points);
-  for (std::size_t i = 0; i + 4 <= blob.size(); i += 4) {
-    const auto u16 = [&](std::size_t at) {
-      return std::uint16_t(std::uint8_t(blob[at]) | std::uint8_t(blob[at + 1]) << 8);
-    };
-    const std::uint16_t code = u16(i), count = u16(i + 2);
-    if (t.codes.size() + count > points) break;
-    t.codes.insert(t.codes.end(), count, code);
-  }
-  if (t.codes.size() != points || blob.size() % 4 != 0)
-    throw std::invalid_argument(
-        fmt::format("cuBLASLt plan table {}: the .bin does not hold {} points", name, points));
-  return t;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::invalid_argument(fmt::format("cuBLASLt plan table {}: cannot be read", path));
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-// The table of `gpu`: a built-in one by name, or a .json (with its .bin) by path; parsed once.
-const Table& table_of(std::string_view gpu) {
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<Table>, std::less<>> cache;
-  const std::lock_guard<std::mutex> lock(mu);
-  if (const auto it = cache.find(gpu); it != cache.end()) return *it->second;
-  std::unique_ptr<Table> t;
-  for (const BuiltinPlanTable& b : builtin_plan_tables())
-    if (b.gpu == gpu) t = std::make_unique<Table>(parse_table(b.gpu, b.meta, b.blob));
-  if (!t && gpu.size() > 5 && gpu.substr(gpu.size() - 5) == ".json") {
-    const std::string path(gpu);
-    t = std::make_unique<Table>(
-        parse_table(path, slurp(path), slurp(path.substr(0, path.size() - 5) + ".bin")));
-  }
-  if (!t) {
-    std::string known;
-    for (const auto& g : recorded_gpus()) known += (known.empty() ? "" : ", ") + g;
-    throw std::invalid_argument(fmt::format(
-        "gpu '{}': no recorded cuBLASLt plans (recorded: {}; or a table's .json path; "
-        "record one with cuda/capture/record_cublaslt_plans.py on that GPU)", gpu, known));
-  }
-  return *cache.emplace(std::string(gpu), std::move(t)).first->second;
-}
 
 int index_of(const std::vector<int>& axis, int v) {
   const auto it = std::find(axis.begin(), axis.end(), v);
@@ -105,7 +24,7 @@ int index_of(const std::vector<int>& axis, int v) {
 
 // The split and kernel recorded at (m, n, k) of variant v (split -1 off the grid, 0 where
 // cuBLASLt returned no algorithm).
-RecordedPoint point_at(const Table& t, int v, int m, int n, int k) {
+RecordedPoint point_at(const PlanTable& t, int v, int m, int n, int k) {
   const int i = index_of(t.m, m), j = index_of(t.n, n), l = index_of(t.k, k);
   if (v < 0 || i < 0 || j < 0 || l < 0) return {};
   const std::uint16_t code =
@@ -120,7 +39,7 @@ RecordedPoint point_at(const Table& t, int v, int m, int n, int k) {
                       field("stages").dump(), field("custom").dump(), field("cluster").dump())};
 }
 
-int variant_index(const Table& t, const ScaledMmCall& c) {
+int variant_index(const PlanTable& t, const ScaledMmCall& c) {
   const std::string variant = fmt::format("{} {} fast{}", c.out, c.scale, c.fast ? 1 : 0);
   const auto it = std::find(t.variants.begin(), t.variants.end(), variant);
   return it == t.variants.end() ? -1 : static_cast<int>(it - t.variants.begin());
@@ -138,11 +57,11 @@ std::string versions_of(const json& p) {
 }  // namespace
 
 const SplitRuleConstants& cublaslt_split_rule_constants(std::string_view gpu) {
-  return table_of(gpu).rule;
+  return plan_table(gpu).rule;
 }
 
 RecordedPoint cublaslt_recorded_point(std::string_view gpu, const ScaledMmCall& c) {
-  const Table& t = table_of(gpu);
+  const PlanTable& t = plan_table(gpu);
   return point_at(t, variant_index(t, c), c.m, c.n, c.k);
 }
 
@@ -161,7 +80,7 @@ CublasltPlan cublaslt_plan(std::string_view gpu, const ScaledMmCall& c) {
         fmt::format("scale '{}': the plans are for tensor, row and block scales", c.scale));
   if (c.m < 1 || c.n < 1 || c.k < 1)
     throw std::invalid_argument(fmt::format("shape {}x{}x{}: every dimension must be >= 1", c.m, c.n, c.k));
-  const Table& t = table_of(gpu);
+  const PlanTable& t = plan_table(gpu);  // checked whole: the lookups below cannot fail
   const json& prov = t.meta.at("provenance");
   CublasltPlan p;
   p.gpu = prov.value("gpu", t.name);

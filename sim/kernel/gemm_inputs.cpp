@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -19,6 +20,19 @@ FormatSpec output_type_by_name(std::string_view name, std::string_view what) {
   if (name == "f16" || name == "fp16") return format_by_name("fp16");
   throw std::invalid_argument(fmt::format("unknown {} '{}' (f32, bf16, f16)", what,
                                           limits::quoted(std::string(name))));
+}
+
+bool GemmOptions::is_given(std::string_view field) const {
+  const GemmOptions d;
+  if (std::find(given.begin(), given.end(), field) != given.end()) return true;
+  if (field == "model") return model != d.model;
+  if (field == "promote_every") return promote_every != d.promote_every;
+  if (field == "scale_order") return scale_order != d.scale_order;
+  if (field == "split_k_align") return split_k_align != d.split_k_align;
+  if (field == "block") return block != d.block;
+  if (field == "mx_block") return mx_block != d.mx_block;
+  if (field == "mx_scale") return mx_scale != d.mx_scale;
+  return false;
 }
 
 GemmSpec gemm_spec(const GemmOptions& o, bool have_a_scales, bool have_b_scales) {
@@ -43,8 +57,7 @@ GemmSpec gemm_spec(const GemmOptions& o, bool have_a_scales, bool have_b_scales)
   if (is_engine_scaling(o.scaling)) {
     s.scaling = resolve_scaling(o.scaling, have_a_scales, have_b_scales);
   } else {  // a quantiser's name (block128, mx16, nvfp4, ...): it carries its own block
-    const GemmOptions d;
-    if (o.block != d.block || o.mx_block != d.mx_block || o.mx_scale != d.mx_scale)
+    if (o.is_given("block") || o.is_given("mx_block") || o.is_given("mx_scale"))
       throw std::invalid_argument(fmt::format(
           "scaling {} names its block and scale format: drop block, mx_block and mx_scale",
           o.scaling));
@@ -52,18 +65,26 @@ GemmSpec gemm_spec(const GemmOptions& o, bool have_a_scales, bool have_b_scales)
     resolve_scaling(to_string(engine_scaling(named)), have_a_scales, have_b_scales);
     set_engine_scaling(s, named);
   }
+  // Options that apply to nothing in this call: refused, never ignored.
+  if (is_engine_scaling(o.scaling)) {
+    if (o.is_given("block") && s.scaling != Scaling::block)
+      throw std::invalid_argument(fmt::format(
+          "block applies to scaling block only (scaling is {})", to_string(s.scaling)));
+    for (const char* name : {"mx_block", "mx_scale"})
+      if (o.is_given(name) && s.scaling != Scaling::mx)
+        throw std::invalid_argument(fmt::format("{} applies to scaling mx only (scaling is {})",
+                                                name, to_string(s.scaling)));
+  }
   if (!o.kernel.empty()) {
     const KernelSpec& k = kernel_by_name(o.kernel);
-    const GemmOptions d;
-    for (const auto& [set, name] : {std::pair{o.model != d.model, "model"},
-                                    {o.promote_every != d.promote_every, "promote_every"},
-                                    {o.scale_order != d.scale_order, "scale_order"},
-                                    {o.split_k_align != d.split_k_align, "split_k_align"}})
-      if (set)
+    for (const char* name : {"model", "promote_every", "scale_order", "split_k_align"})
+      if (o.is_given(name))
         throw std::invalid_argument(fmt::format(
             "kernel {} sets the model, promote_every, scale_order and split_k_align: drop {}",
             k.name, name));
     apply_kernel(s, k);
+  } else if (o.is_given("split_k_align") && s.split_k == 1) {
+    throw std::invalid_argument("split_k_align applies to a split only (split_k is 1)");
   }
   if (!o.triton_config.empty() && !is_triton_kernel(o.kernel))
     throw std::invalid_argument(fmt::format(
@@ -148,18 +169,23 @@ void check_scale_header(std::string_view source, const std::string& descr,
 }
 
 std::vector<float> scale_values(std::string_view source, const ScaleArray& a, Scaling scaling,
-                                std::size_t rows, std::size_t cols, const FormatSpec& code_format) {
+                                std::size_t rows, std::size_t cols, const FormatSpec& code_format,
+                                bool nan_codes) {
   check_scale_header(source, a.descr, a.shape, scaling, rows, cols);
   const bool codes = scaling == Scaling::mx && (a.descr == "|u1" || a.descr == "<u1");
   const std::size_t n = rows * cols;
   std::vector<float> v(n);
-  if (codes) {  // every code of the scale format, its NaN code included
+  if (codes) {  // the scale format's finite codes (its NaN code only with nan_codes)
     const auto* c = static_cast<const std::uint8_t*>(a.data);
     for (std::size_t i = 0; i < n; ++i) {
       if (!is_valid_code(code_format, c[i]))
         throw std::runtime_error(fmt::format("{}: code {:#x} at index {} is not a {} code",
                                              source, c[i], i, code_format.name));
       v[i] = float(decode(code_format, c[i]));
+      if (!nan_codes && !std::isfinite(v[i]))
+        throw std::runtime_error(fmt::format("{}: code {:#x} at index {} is {} in {} (scales "
+                                             "must be finite)", source, c[i], i, v[i],
+                                             code_format.name));
     }
     return v;
   }

@@ -51,11 +51,18 @@ struct GemmOptions {
                               // preset as it is (the kernel's default config)
   std::string gpu;          // the GPU vllm / sglang pick their config for (h100, h200; empty:
                             // h100)
+  std::vector<std::string> given;  // the fields above the caller gave, by name ("promote_every"),
+                                   // whatever their value: the front-ends fill it (a CLI option
+                                   // given, a Python keyword not None); a field at a value
+                                   // other than its default counts as given too
+  bool is_given(std::string_view field) const;
 };
 
 // The GemmSpec the options name, for a call with or without scale arrays. Throws
-// std::invalid_argument for an unknown name (messages of the parsers below), and for a
-// kernel given with an option it sets.
+// std::invalid_argument for an unknown name (messages of the parsers below), for a kernel
+// given with an option it sets (given at all, even at its default value), and for an option
+// that applies to nothing: block without block scaling, mx_block or mx_scale without MX
+// scaling, split_k_align without a split (split_k 1).
 GemmSpec gemm_spec(const GemmOptions& o, bool have_a_scales, bool have_b_scales);
 
 // With o.triton_config: the Triton plan for an M x N x K problem (triton_plan) applied to `s`
@@ -95,9 +102,10 @@ struct ScaleArray {
 };
 
 // The scale values gemm() takes (rows x cols for `scaling`, see scale_shapes()): float32
-// values, or for MX uint8 codes of code_format (GemmSpec::mx_scale) decoded (a NaN code
-// stays NaN: the format has it). Accepts shape (rows, cols), (rows,) when cols is 1 and ()
-// for a single scale. Throws std::runtime_error ("<source>: expected dtype <f4, got <f8",
+// values, or for MX uint8 codes of code_format (GemmSpec::mx_scale) decoded (a NaN code is
+// refused, as a NaN float32 scale is, unless nan_codes: mma(), the MMA instruction's own
+// entry, takes it as the hardware does and gives NaN). Accepts shape (rows, cols), (rows,)
+// when cols is 1 and () for a single scale. Throws std::runtime_error ("<source>: expected dtype <f4, got <f8",
 // wrong shape, a non-finite float32 scale, a code beyond the format).
 // scale_values' checks of the dtype and shape alone, for a header read before its data.
 void check_scale_header(std::string_view source, const std::string& descr,
@@ -105,6 +113,7 @@ void check_scale_header(std::string_view source, const std::string& descr,
                         std::size_t cols);
 std::vector<float> scale_values(std::string_view source, const ScaleArray& a, Scaling scaling,
                                 std::size_t rows, std::size_t cols,
-                                const FormatSpec& code_format = format_by_name("ue8m0"));
+                                const FormatSpec& code_format = format_by_name("ue8m0"),
+                                bool nan_codes = false);
 
 }  // namespace fp8sim

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "io/parse_number.hpp"
+#include "base/parse_number.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

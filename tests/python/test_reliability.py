@@ -211,9 +211,8 @@ def test_scaled_mm_refuses_out_dtypes_torch_does_not_produce(dtype):
 SCALINGS = [
     ("none", "a"), ("tensor", "a"), ("tensor:pow2", "a"), ("row", "a"), ("row:e8m0", "b"),
     ("tile32", "a"), ("tile128", "b"), ("block128", "a"), ("block128", "b"),
-    ("block32:pow2", "b"), ("mx", "a"), ("mx", "b"), ("mx16", "a"), ("mx16:ue4m3", "b"),
-    ("nvfp4", "a"), ("nvfp4", "b"),
-]
+    ("block32:pow2", "b"), ("mx", "a"), ("mx", "b"), ("mx16", "a"),
+]  # two-level scalings (nvfp4, mx16:ue4m3) the op refuses: test_reliability_torch.py
 
 
 @pytest.mark.parametrize("T", [1, 130, 256])

@@ -1,5 +1,5 @@
 // parse_number: strict integer and real-value parsing.
-#include "io/parse_number.hpp"
+#include "base/parse_number.hpp"
 
 #include <fmt/format.h>
 

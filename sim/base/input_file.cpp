@@ -1,5 +1,5 @@
 // input_file: regular files only, opened without blocking, size checked before reading.
-#include "io/input_file.hpp"
+#include "base/input_file.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
