@@ -386,3 +386,29 @@ TEST_CASE("fp8sim explain and gemm with --triton-config", "[unit]") {
         "fp8sim: error: a Triton config goes with a Triton kernel preset (--kernel "
         "triton-w8a8-block-fp8 or triton-fp8-dot)\n");
 }
+
+// The served capture (tests/data/hw/kernels/triton_w8a8_block_fp8_served_h100: vLLM's and
+// SGLang's own kernels launched with the config each server picks for DeepSeek-V3's and
+// Qwen3-8B's weight shapes at M = 1..1024 on an H100) was launched with the config in each
+// case's "triton_config", which replay runs (test_kernel). Here that config is the one
+// fp8sim picks from the shape alone (`--triton-config vllm` / `sglang`), and Triton's
+// instruction the one the lowering rule names: every output is then reproduced from shapes.
+TEST_CASE("the served capture's configs are the servers' picks from the shape alone",
+          "[unit][golden]") {
+  const json m =
+      read_json(test_data() / "hw" / "kernels" / "triton_w8a8_block_fp8_served_h100" / "manifest.json");
+  int cases = 0, hmma = 0;
+  for (const json& c : m["cases"]) {
+    const auto shape = c["shape"].get<std::vector<int>>();
+    const std::string server = c["upstream"].get<std::string>();
+    const TritonPlan p = triton_plan(server, shape[0], shape[1], shape[2], "h100");
+    INFO(c["name"].get<std::string>());
+    CHECK(to_string(p.config) == c["triton_config"].get<std::string>());
+    CHECK(p.instruction == (c["instruction"] == "mma.sync" ? "mma.sync.f16" : "wgmma"));
+    CHECK(triton_kernel_for("triton-w8a8-block-fp8", p) == c["kernel_preset"].get<std::string>());
+    ++cases;
+    hmma += p.instruction != "wgmma";
+  }
+  CHECK(cases == 900);
+  CHECK(hmma >= 100);
+}

@@ -602,9 +602,10 @@ def main(argv=None) -> int:
                         # supportMMA). Its preset is the -mma-f16 variant (issue 36).
                         base = ("triton-w8a8-block-fp8" if args.preset == "triton-w8a8-block-fp8"
                                 else "triton-fp8-dot")
-                        # The preset sets the model (triton-mma-f16) and, with the
-                        # case's triton_config, the promotion: no loose keys beside it.
                         case["kernel_preset"] = f"{base}-mma-f16"
+                    if case.get("kernel_preset"):
+                        # The preset (and the case's triton_config) sets the model, the
+                        # promotion and the scale order: no loose keys beside it.
                         for key in ("model", "promote_every", "scale_order"):
                             case.pop(key, None)
                     if case.get("max_num_imprecise_acc") is not None and \

@@ -154,10 +154,12 @@ void inside_folder(const std::string& real_dir, const std::string& path, const W
 constexpr std::string_view kCaseKeys[] = {
     "name", "kernel", "suite", "seed", "a_format", "b_format", "model", "promote_every",
     "scaling", "block", "scale_order", "out_type", "split_k", "split_k_align", "kernel_preset",
-    "M", "N", "K", "a", "b", "c", "d", "bias", "sa", "sb", "prefix_k", "d_prefix"};
+    "M", "N", "K", "a", "b", "c", "d", "bias", "sa", "sb", "prefix_k", "d_prefix",
+    "triton_config"};
 constexpr std::string_view kCaseNotes[] = {
     "shape", "window", "window_b_blocks", "launch_config", "rows", "cols", "bit_identical_to",
-    "nan_outputs", "max_num_imprecise_acc", "upstream", "scale_mode", "use_fast_accum", "algo"};
+    "nan_outputs", "max_num_imprecise_acc", "upstream", "scale_mode", "use_fast_accum", "algo",
+    "config_source", "instruction", "ptx_counts", "mma_shapes"};
 
 void check_case_keys(const json& j, const Where& w) {
   for (const auto& item : j.items()) {
