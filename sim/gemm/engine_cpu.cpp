@@ -288,7 +288,11 @@ class Engine {
         if (p != V(0)) emax = std::max(emax, std::ilogb(p));
       }
     } else {
-      for (int i = 0; i < n; ++i) emax = std::max(emax, ea[i] + eb[i]);
+      // In int16 lanes (twice as many per vector): exponent sums lie within +-2400.
+      std::int16_t e16 = INT16_MIN;
+      for (int i = 0; i < n; ++i)
+        e16 = std::max(e16, static_cast<std::int16_t>(ea[i] + eb[i]));
+      emax = e16;
       // A nonzero product's exponent is above -300; one with a zero operand is below -600.
       if (emax < Operand::kZeroExponent + 400) emax = INT_MIN / 2;
       // A zero term (a zero product, or a zero c that joins) counts at the zero exponent.
