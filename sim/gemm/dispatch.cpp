@@ -182,11 +182,14 @@ void gemm_prefixes(const GemmSpec& s, const Operand& A, const Operand& B,
 namespace {
 
 // gemm() on host codes with device cuda, where gemm_resident takes the codes without a round
-// trip through the host (no block scales inside the MMA) and every argument's size is right
-// (else the host route gives its own error): the codes copied to the device as they are, 1
-// byte each, decoded there by gemm_resident's route, and D copied back; the host does nothing
-// proportional to the data but the copies. The same bits as the host route: both are the
-// CUDA engine on the same values (tests/test_gemm_cuda.cpp pins it against the CPU engine).
+// trip through the host (no block scales inside the MMA) and the spec and every argument's
+// size are right: the codes copied to the device as they are, 1 byte each, decoded there by
+// gemm_resident's route, and D copied back; the host does nothing proportional to the data
+// but the copies. The same bits as the host route: both are the CUDA engine on the same
+// values (tests/test_gemm_cuda.cpp pins it against the CPU engine). Returns false, having
+// done nothing, wherever the host route is to run or to give its own error (a bad spec or
+// size, a CPU-only model, no CUDA in the build or no device); a bad code is reported by the
+// device in the host decoder's words.
 bool gemm_codes_on_device(const GemmSpec& s, int M, int N, int K,
                           std::span<const std::uint8_t> A, std::span<const std::uint8_t> B,
                           std::span<const float> C, std::span<const float> sa,
@@ -198,21 +201,33 @@ bool gemm_codes_on_device(const GemmSpec& s, int M, int N, int K,
   const std::size_t outputs = std::size_t(M) * N;
   if (A.size() != std::size_t(M) * K || B.size() != std::size_t(N) * K ||
       D.size() != outputs || (!C.empty() && C.size() != outputs) ||
-      (s.scaling == Scaling::none && (!sa.empty() || !sb.empty())))
+      (!bias.empty() && bias.size() != std::size_t(N)) || needs_reference_step(s.model))
+    return false;
+  try {
+    validate(s, M, N, K);
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+  const ScaleShapes sh = scale_shapes(s, M, N, K);
+  const bool scaled = s.scaling != Scaling::none;
+  if (sa.size() != (scaled ? sh.a_rows * sh.a_cols : 0) ||
+      sb.size() != (scaled ? sh.b_rows * sh.b_cols : 0))
     return false;
   struct Buffer {  // device memory, freed however the call ends
     void* p = nullptr;
     ~Buffer() { device_free(p); }
   } da, db, dc, dd;
-  da.p = device_malloc(A.size());
-  db.p = device_malloc(B.size());
-  dd.p = device_malloc(outputs * sizeof(float));
+  try {  // no CUDA in this build, or no device: the host route says so in its words
+    da.p = device_malloc(A.size());
+    db.p = device_malloc(B.size());
+    dd.p = device_malloc(outputs * sizeof(float));
+    if (!C.empty()) dc.p = device_malloc(outputs * sizeof(float));
+  } catch (const std::runtime_error&) {
+    return false;
+  }
   copy_device(da.p, A.data(), A.size(), true);
   copy_device(db.p, B.data(), B.size(), true);
-  if (!C.empty()) {
-    dc.p = device_malloc(outputs * sizeof(float));
-    copy_device(dc.p, C.data(), outputs * sizeof(float), true);
-  }
+  if (!C.empty()) copy_device(dc.p, C.data(), outputs * sizeof(float), true);
   gemm_resident(s, M, N, K, static_cast<const std::uint8_t*>(da.p),
                 static_cast<const std::uint8_t*>(db.p), static_cast<const float*>(dc.p), sa, sb,
                 static_cast<float*>(dd.p), nullptr, -1, bias);
