@@ -2,17 +2,22 @@
 // Microsoft's MMA-Sim (PyPI `mmasim`) for a side-by-side rate and a bit-for-bit comparison.
 //
 //   fp8sim-bench-gemm [--m 256 --n 256 --k 4096 --promote-every 128 --model hopper-wgmma]
-//                     [--python PY] [--mmasim-rows 64] [--device cpu|cuda]
+//                     [--python PY] [--mmasim-rows 64] [--mmasim-macs 8589934592]
+//                     [--device cpu|cuda]
 //                     [--scaling none|block --block 128] [--cpu-m 256 --cpu-n 256]
 //                     [--format e4m3]
 // A block-scaled model (mxf8f6f4, mxf4, nvfp4: scales inside the MMA) runs with random
 // scales of its scale format on operands of --format (e2m1 for the FP4 ones).
-// Prints one line per configuration. MMA-Sim runs on the first --mmasim-rows rows of A
-// (its rate is per emulated MAC, so the subset does not bias the ratio).
+// Prints one line per configuration. MMA-Sim (experiments/bench_mmasim.py: its vectorised
+// torch path, whole tiles of D per call) runs on the first --mmasim-rows rows of A on the CPU;
+// with --device cuda on the first rows of A (all of N and K) whose outputs take at most
+// --mmasim-macs MACs, all of M where they fit (its rate is per emulated MAC, so a subset of
+// rows does not bias the ratio), its outputs bit-compared with fp8sim's.
 // --device cuda: the CUDA engine timed through the library's entries at M x N x K (gemm() with
 // Device::cuda and its kernels' share, gemm_resident on device codes), its bits against the
-// CPU engine's on the first cpu-m x cpu-n outputs, cuBLASLt's real FP8 GEMM at M x N x K (the
-// slowdown factor) and MMA-Sim on the GPU, side by side.
+// CPU engine's on the first cpu-m x cpu-n outputs, its peak device memory (device_memory_peak)
+// against the operands' codes plus D, cuBLASLt's real FP8 GEMM at M x N x K (the slowdown
+// factor) and MMA-Sim on the GPU, side by side.
 // --device cuda --table: all of that at issue 28's shapes and models, one Markdown table.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -126,7 +131,16 @@ struct CudaRates {
   double kernels = -1, resident = -1, gemm = -1;  // MAC/s, < 0: not run
   std::size_t same = 0, checked = 0;
   std::string resident_note;
+  std::size_t peak_gemm = 0, peak_resident = 0;  // device memory high-water marks, bytes
+  double own_bytes = 0;                          // the operands' codes plus D (fp32)
+  std::vector<float> D;                          // gemm()'s D (M x N)
 };
+
+// "1.23 GB (1.1x)": peak device memory and its ratio to the operands' codes plus D.
+std::string peak_text(std::size_t peak, double own) {
+  if (peak == 0) return "-";
+  return fmt::format("{:.3g} GB ({:.2g}x)", double(peak) * 1e-9, double(peak) / own);
+}
 
 CudaRates bench_cuda_entries(const GemmSpec& s, int M, int N, int K,
                              const std::vector<std::uint8_t>& a,
@@ -134,9 +148,12 @@ CudaRates bench_cuda_entries(const GemmSpec& s, int M, int N, int K,
                              const std::vector<float>& sb, int cpu_m, int cpu_n, int reps) {
   const double macs = double(M) * N * K;
   CudaRates r;
-  std::vector<float> D(std::size_t(M) * N);
+  r.D.resize(std::size_t(M) * N);
+  std::vector<float>& D = r.D;
+  r.own_bytes = double(a.size()) + double(b.size()) + 4.0 * double(D.size());
   // 1. gemm(): host codes in, D out (decode, uploads, kernels, download).
   double wall = 1e300, kern = 1e300;
+  device_memory_peak(true);
   for (int i = 0; i < std::max(reps, 1); ++i) {
     const double k0 = device_kernel_seconds();
     const auto t0 = std::chrono::steady_clock::now();
@@ -146,6 +163,7 @@ CudaRates bench_cuda_entries(const GemmSpec& s, int M, int N, int K,
   }
   r.gemm = macs / wall;
   r.kernels = macs / kern;
+  r.peak_gemm = device_memory_peak(true);
   // 2. gemm_resident(): codes on the device, D written there.
   void *dA = nullptr, *dB = nullptr, *dD = nullptr;
   try {
@@ -154,6 +172,7 @@ CudaRates bench_cuda_entries(const GemmSpec& s, int M, int N, int K,
     dD = device_malloc(D.size() * sizeof(float));
     copy_device(dA, a.data(), a.size(), true);
     copy_device(dB, b.data(), b.size(), true);
+    device_memory_peak(true);  // the window starts with the codes and D on the device
     double best = 1e300;
     for (int i = 0; i < std::max(reps, 1); ++i) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -162,6 +181,7 @@ CudaRates bench_cuda_entries(const GemmSpec& s, int M, int N, int K,
                     static_cast<float*>(dD));
       best = std::min(best, seconds_since(t0));
     }
+    r.peak_resident = device_memory_peak(true);
     std::vector<float> Dr(D.size());
     copy_device(Dr.data(), dD, Dr.size() * sizeof(float), false);
     for (std::size_t i = 0; i < D.size(); ++i)
@@ -200,9 +220,31 @@ double cublaslt_rate(int M, int N, int K, int reps, std::string* why) {
 #endif
 }
 
+// MMA-Sim at its best on the GPU beside a CUDA configuration: the first rows of A (all of N
+// and K) whose outputs take at most max_macs MACs (at least one row, at most M), its outputs
+// bit-compared with fp8sim's D (M x N) on them. rate < 0: it did not run.
+struct MmaSimRun {
+  double rate = -1;  // emulated MAC/s
+  int rows = 0;
+  std::size_t same = 0, checked = 0;
+};
+
+MmaSimRun mmasim_on_gpu(const std::string& python, int M, int N, int K, int promote,
+                        const std::vector<std::uint8_t>& a, const std::vector<std::uint8_t>& b,
+                        const std::vector<float>& D, double max_macs) {
+  MmaSimRun r;
+  r.rows = static_cast<int>(std::clamp(std::floor(max_macs / (double(N) * K)), 1.0, double(M)));
+  const auto [sec, Dm] = run_mmasim(python, r.rows, N, K, promote, a, b);
+  if (sec < 0) return r;
+  r.rate = double(r.rows) * N * K / sec;
+  for (std::size_t i = 0; i < Dm.size(); ++i) r.same += same_result(Dm[i], D[i]);
+  r.checked = Dm.size();
+  return r;
+}
+
 int bench_cuda(GemmSpec s, int M, int N, int K, const std::vector<std::uint8_t>& a,
                const std::vector<std::uint8_t>& b, const std::vector<float>& sa,
-               const std::vector<float>& sb, int cpu_m, int cpu_n, int reps, int mmasim_rows,
+               const std::vector<float>& sb, int cpu_m, int cpu_n, int reps, double mmasim_macs,
                const std::string& python) {
   const double macs = double(M) * N * K;
   fmt::print("GEMM {}x{}x{} {}, model {} ({}), promote every {}, scaling {}\n", M, N, K,
@@ -215,6 +257,9 @@ int bench_cuda(GemmSpec s, int M, int N, int K, const std::vector<std::uint8_t>&
              shape, r.kernels,
              r.resident > 0 ? fmt::format("{:.3g}", r.resident) : "not run (" + r.resident_note + ")",
              r.gemm, std::min(M, cpu_m), std::min(N, cpu_n), r.same, r.checked);
+  fmt::print("peak device memory: gemm() {}, gemm_resident {} (x: of the operands' codes plus "
+             "D, {:.3g} GB)\n", peak_text(r.peak_gemm, r.own_bytes),
+             peak_text(r.peak_resident, r.own_bytes), r.own_bytes * 1e-9);
   std::string why;
   const double lt = cublaslt_rate(M, N, K, reps, &why);
   if (lt > 0)
@@ -222,29 +267,22 @@ int bench_cuda(GemmSpec s, int M, int N, int K, const std::vector<std::uint8_t>&
                shape, lt, 2 * lt, lt / r.kernels);
   else
     fmt::print("cuBLASLt fp8    not run: {}\n", why);
-  // MMA-Sim on the same GPU (hopper-wgmma, no scales only).
-  if (mmasim_rows > 0 && s.scaling == Scaling::none && !s.model.block_scale) {
-    const int Mr = std::min(M, mmasim_rows), Nr = std::min(N, 256);
-    std::vector<float> D(std::size_t(Mr) * Nr);
-    GemmSpec c = s;
-    c.device = Device::cpu;
-    c.threads = 0;
-    gemm(c, Mr, Nr, K, std::span(a).first(std::size_t(Mr) * K), std::span(b).first(std::size_t(Nr) * K),
-         {}, {}, {}, D);
-    const auto [mm, Dm] = run_mmasim(python, Mr, Nr, K, s.promote_every, a, b);
-    if (mm < 0) {
+  // MMA-Sim on the same GPU, vectorised (hopper-wgmma, no scales only).
+  bool mmasim_ok = true;
+  if (mmasim_macs > 0 && s.scaling == Scaling::none && !s.model.block_scale) {
+    const MmaSimRun mm = mmasim_on_gpu(python, M, N, K, s.promote_every, a, b, r.D, mmasim_macs);
+    if (mm.rate < 0) {
       fmt::print("mmasim          not run (needs `pip install mmasim`, which pulls in torch)\n");
     } else {
-      std::size_t eq = 0;
-      for (std::size_t i = 0; i < D.size(); ++i) eq += same_result(Dm[i], D[i]);
-      const double rate = double(Mr) * Nr * K / mm;
-      fmt::print("mmasim (gpu)    {:>16} {:.3g} emulated MAC/s   (fp8sim cuda is {:.0f}x); same "
-                 "results as fp8sim: {}/{}\n", fmt::format("{}x{}x{}", Mr, Nr, K), rate,
-                 r.kernels / rate, eq, Dm.size());
+      fmt::print("mmasim (gpu)    {:>16} {:.3g} emulated MAC/s, vectorised (fp8sim cuda kernels "
+                 "are {:.0f}x); same results as fp8sim: {}/{}\n",
+                 fmt::format("{}x{}x{}", mm.rows, N, K), mm.rate, r.kernels / mm.rate, mm.same,
+                 mm.checked);
+      mmasim_ok = mm.same == mm.checked;
     }
   }
   (void)macs;
-  return r.same == r.checked ? 0 : 1;
+  return r.same == r.checked && mmasim_ok ? 0 : 1;
 }
 
 // One benchmark configuration: the spec, random codes of A (M x K) and B (N x K), scales.
@@ -287,7 +325,7 @@ Config make_config(const std::string& model, const std::string& format, int M, i
 // --table: the CUDA engine's rates at the shapes issue 28 names, side by side with cuBLASLt's
 // real FP8 GEMM and MMA-Sim on the same GPU, as one Markdown table (GPU, driver and date
 // above it; the CPU engine checks the bits of each row's first cpu_m x cpu_n outputs).
-int run_table(const std::string& python, int reps, int cpu_m, int cpu_n, int mmasim_rows) {
+int run_table(const std::string& python, int reps, int cpu_m, int cpu_n, double mmasim_macs) {
   struct Row {
     const char* model;
     const char* format;
@@ -315,8 +353,9 @@ int run_table(const std::string& python, int reps, int cpu_m, int cpu_n, int mma
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
   fmt::print("fp8sim-bench-gemm --device cuda --table: {}, {}\n\n", gpu, date);
   fmt::print("| GEMM (M x N x K) | model | operands | promote | scales | fp8sim cuda kernels "
-             "| gemm_resident | gemm() | same bits as CPU | cuBLASLt fp8 | MMA-Sim (gpu) |\n");
-  fmt::print("|---|---|---|---|---|---|---|---|---|---|---|\n");
+             "| gemm_resident | gemm() | same bits as CPU | peak memory, gemm() | cuBLASLt fp8 "
+             "| MMA-Sim (gpu, vectorised) | kernels / MMA-Sim |\n");
+  fmt::print("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   int rc = 0;
   for (const Row& w : rows) {
     Config c = make_config(w.model, w.format, w.M, w.N, w.K, w.promote, w.scaling, 128,
@@ -325,27 +364,37 @@ int run_table(const std::string& python, int reps, int cpu_m, int cpu_n, int mma
                                            cpu_n, reps);
     std::string why;
     const double lt = cublaslt_rate(w.M, w.N, w.K, reps, &why);
-    std::string mm = "-";
-    if (mmasim_rows > 0 && !c.s.model.block_scale && w.scaling == Scaling::none &&
-        w.M >= 64 && w.K >= 8192) {
-      const int Mr = std::min(w.M, mmasim_rows), Nr = std::min(w.N, 256);
-      const auto [sec, Dm] = run_mmasim(python, Mr, Nr, w.K, w.promote, c.a, c.b);
-      if (sec > 0) mm = fmt::format("{:.2g}", double(Mr) * Nr * w.K / sec);
-      else mm = "not run";
+    std::string mm = "-", lead = "-";
+    if (mmasim_macs > 0 && !c.s.model.block_scale && w.scaling == Scaling::none) {
+      const MmaSimRun run = mmasim_on_gpu(python, w.M, w.N, w.K, w.promote, c.a, c.b, r.D,
+                                          mmasim_macs);
+      if (run.rate < 0) {
+        mm = "not run";
+      } else {
+        mm = fmt::format("{:.2g}{}, same bits {}/{}", run.rate,
+                         run.rows < w.M ? fmt::format(" ({} rows)", run.rows) : "", run.same,
+                         run.checked);
+        lead = fmt::format("{:.0f}x", r.kernels / run.rate);
+        rc |= run.same == run.checked ? 0 : 1;
+      }
     }
     const char* scales = c.s.model.block_scale ? "in the MMA"
                          : w.scaling == Scaling::block ? "1x128, 128x128" : "-";
-    fmt::print("| {}x{}x{} | {} | {} | {} | {} | {:.3g} | {} | {:.3g} | {}/{} | {} | {} |\n",
+    fmt::print("| {}x{}x{} | {} | {} | {} | {} | {:.3g} | {} | {:.3g} | {}/{} | {} | {} | {} | {} |\n",
                w.M, w.N, w.K, w.model, w.format, c.s.promote_every ? std::to_string(c.s.promote_every) : "never",
                scales, r.kernels, r.resident > 0 ? fmt::format("{:.3g}", r.resident) : "-", r.gemm,
-               r.same, r.checked, lt > 0 ? fmt::format("{:.3g}", lt) : "-", mm);
+               r.same, r.checked, peak_text(r.peak_gemm, r.own_bytes),
+               lt > 0 ? fmt::format("{:.3g}", lt) : "-", mm, lead);
     std::fflush(stdout);
     rc |= r.same == r.checked ? 0 : 1;
   }
   fmt::print("\nRates in emulated MAC/s (cuBLASLt: real MAC/s of its e4m3 GEMM at the same shape); "
              "best of {}. kernels: the CUDA engine's kernels (CUDA events); gemm_resident: codes on "
-             "the device, the whole call; gemm(): host codes, decode and copies included; MMA-Sim "
-             "on {} x 256 outputs of the same codes.\n", reps, mmasim_rows);
+             "the device, the whole call; gemm(): host codes, decode and copies included; peak "
+             "memory: the device's high-water mark in gemm() (x: of the operands' codes plus D); "
+             "MMA-Sim: its vectorised torch path (.dpa over whole tiles of D) on the same GPU and "
+             "codes, all of M or the first rows (all of N and K) within {:.3g} MACs, once, bits "
+             "compared with fp8sim's outputs.\n", reps, mmasim_macs);
   return rc;
 }
 
@@ -354,6 +403,7 @@ int run_table(const std::string& python, int reps, int cpu_m, int cpu_n, int mma
 int main(int argc, char** argv) {
   CLI::App app{"fp8sim-bench-gemm: emulated MAC/s of the GEMM engine, side by side with MMA-Sim"};
   int M = 256, N = 256, K = 4096, promote = 128, mmasim_rows = 64, reps = 3;
+  double mmasim_macs = 0x1p33;
   std::string model = "hopper-wgmma", python = "python3";
   app.add_option("--m", M)->capture_default_str();
   app.add_option("--n", N)->capture_default_str();
@@ -366,6 +416,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--mmasim-rows", mmasim_rows, "Rows of A given to MMA-Sim (0: skip it)")
       ->capture_default_str();
+  app.add_option("--mmasim-macs", mmasim_macs,
+                 "--device cuda: MMA-Sim runs all of M x N x K, or the first rows of A within "
+                 "this many MACs (0: skip it)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e15));
   std::string device = "cpu", scaling = "none", format = "e4m3";
   app.add_option("--format", format, "Operand format (block-scaled models only)")->capture_default_str();
   int block = 128, cpu_m = 256, cpu_n = 256;
@@ -380,11 +435,11 @@ int main(int argc, char** argv) {
   bool table = false;
   app.add_flag("--table", table,
                "The CUDA engine at issue 28's shapes beside cuBLASLt and MMA-Sim, one Markdown "
-               "table (--reps, --python, --mmasim-rows, --cpu-m, --cpu-n apply)");
+               "table (--reps, --python, --mmasim-macs, --cpu-m, --cpu-n apply)");
   if (const int code = cli::parse_command_line(app, argc, argv, "fp8sim-bench-gemm"); code >= 0) return code;
 
   try {
-    if (table) return run_table(python, reps, cpu_m, cpu_n, mmasim_rows);
+    if (table) return run_table(python, reps, cpu_m, cpu_n, mmasim_rows > 0 ? mmasim_macs : 0);
     Config cfg = make_config(model, format, M, N, K, promote, parse_scaling(scaling), block,
                              parse_device(device));
     GemmSpec& s = cfg.s;
@@ -396,7 +451,8 @@ int main(int argc, char** argv) {
     const double macs = double(M) * N * K;
     std::vector<float> D(std::size_t(M) * N);
     if (s.device == Device::cuda)
-      return bench_cuda(s, M, N, K, a, b, sa, sb, cpu_m, cpu_n, reps, mmasim_rows, python);
+      return bench_cuda(s, M, N, K, a, b, sa, sb, cpu_m, cpu_n, reps,
+                        mmasim_rows > 0 ? mmasim_macs : 0, python);
     const int hw = resolve_threads(0);
     fmt::print("GEMM {}x{}x{} {}, model {} ({}), promote every {}\n", M, N, K, s.a_format.name,
                model, describe(s.model), s.promote_every);

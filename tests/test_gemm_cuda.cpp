@@ -7,6 +7,9 @@
 // 3. Launch configuration and stream: the tiled kernel, the per-output kernel and a stream of
 //    its own give the same bits.
 // 4. The tiled kernels on adversarial operands, C and shapes (tiled_test).
+// 5. gemm() on host codes (copied to the device as codes, decoded there: gemm_resident's
+//    route) over the model grid on 8-bit-or-narrower formats, with scalings, C, bias, split-K,
+//    output types and special values rotating, and a bad code reported as the host reports it.
 // Each is a Catch2 test case (tests/gpu_main.cpp: without a GPU, or without CUDA in the build,
 // the binary prints "waived: ..." and exits 77).
 // FP8SIM_SEED overrides the seed; the first mismatch is printed as one line.
@@ -454,6 +457,111 @@ int capture_test() {
   return failed == 0 && sets > 0 ? 0 : 1;
 }
 
+// Random one-byte codes of f (at most 8 bits): every code equally likely, NaN/Inf kept at
+// `special` per mille.
+std::vector<std::uint8_t> random_codes(const FormatSpec& f, std::size_t n, std::uint64_t stream,
+                                       int special) {
+  std::vector<std::uint8_t> codes(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t r = random_u64(seed(), stream, i);
+    std::uint32_t c = static_cast<std::uint32_t>(r % code_count(f));
+    const auto cls = classify(f, c);
+    if ((cls == ValueClass::nan || cls == ValueClass::inf) && int((r >> 40) % 1000) >= special) c = 0;
+    codes[i] = static_cast<std::uint8_t>(c);
+  }
+  return codes;
+}
+
+int host_codes_test() {
+  const char* pairs[][2] = {{"e4m3", "e4m3"}, {"e5m2", "e5m2"}, {"e4m3", "e5m2"}, {"e3m2", "e2m3"}};
+  const Scaling scalings[] = {Scaling::none, Scaling::tensor, Scaling::row, Scaling::block};
+  const char* outs[] = {"fp32", "bf16", "fp16"};
+  Tally t;
+  std::uint64_t stream = 700000;
+  std::size_t config = 0;
+  for (const auto& name : test::model_grid()) {
+    const AccumulatorSpec model = accumulator_by_name(name);
+    if (needs_reference_step(model) || model.block_scale) continue;
+    const auto& pair = pairs[config % 4];
+    GemmSpec s;
+    s.model = model;
+    s.a_format = format_by_name(pair[0]);
+    s.b_format = format_by_name(pair[1]);
+    const int g = s.model.group ? step_products(s.model) : 1;
+    const bool ragged = config % 3 == 2;
+    const int M = ragged ? 70 : 128, N = ragged ? 45 : 96, K = config % 4 == 3 ? 512 : 256;
+    const int special = config % 3 == 1 ? 20 : 0;
+    const auto A = random_codes(s.a_format, std::size_t(M) * K, stream++, special);
+    const auto B = random_codes(s.b_format, std::size_t(N) * K, stream++, special);
+    s.scaling = scalings[config % 4];
+    s.order = (config / 4) % 2 ? ScaleOrder::cublaslt : ScaleOrder::deepgemm;
+    s.out_type = format_by_name(outs[(config / 3) % 3]);
+    const int promotes[] = {128, 64, 0, 32};
+    s.promote_every = promotes[config % 4];
+    if (s.promote_every % g) s.promote_every = 0;
+    s.block = s.promote_every == 0 ? 256 : 128;
+    if (s.scaling == Scaling::block && s.promote_every != 0 && 128 % s.promote_every)
+      s.scaling = Scaling::tensor;
+    s.split_k = config % 5 == 4 && s.promote_every != 0 ? 2 : 1;
+    const ScaleShapes sh = scale_shapes(s, M, N, K);
+    const auto sa = random_floats(sh.a_rows * sh.a_cols, stream++, -8, 8);
+    const auto sb = random_floats(sh.b_rows * sh.b_cols, stream++, -8, 8);
+    std::vector<float> C, bias;
+    if (config % 2) C = random_floats(std::size_t(M) * N, stream++, -20, 12);
+    if (config % 7 == 3) bias = random_floats(N, stream++, -4, 4);
+    const std::string what = fmt::format(
+        "host codes: model={} a={} b={} M={} N={} K={} promote={} scaling={} order={} out={} "
+        "C={} bias={} split_k={} special={}", name, pair[0], pair[1], M, N, K, s.promote_every,
+        to_string(s.scaling), to_string(s.order), s.out_type.name, C.empty() ? 0 : 1,
+        bias.empty() ? 0 : 1, s.split_k, special);
+    std::vector<float> cpu(std::size_t(M) * N), gpu(cpu.size());
+    std::string cpu_error, gpu_error;
+    s.device = Device::cpu;
+    try {
+      gemm(s, M, N, K, A, B, C, sa, sb, cpu, bias);
+    } catch (const std::invalid_argument& e) {
+      cpu_error = e.what();
+    }
+    s.device = Device::cuda;
+    try {
+      gemm(s, M, N, K, A, B, C, sa, sb, gpu, bias);
+    } catch (const std::invalid_argument& e) {
+      gpu_error = e.what();
+    }
+    if (cpu_error != gpu_error) {
+      if (t.bad++ == 0)
+        t.first = fmt::format("seed={} {}: cpu error '{}', cuda error '{}'", seed(), what,
+                              cpu_error, gpu_error);
+    } else if (cpu_error.empty()) {
+      tally(cpu, gpu, N, t, what);
+    }
+    ++config;
+  }
+  // A code that is not one of the format's: the device reports it as the host decoder does.
+  GemmSpec s;
+  s.model = accumulator_by_name("hopper-wgmma");
+  s.a_format = s.b_format = format_by_name("e3m2");
+  s.out_type = format_by_name("fp32");
+  s.device = Device::cuda;
+  const int M = 64, N = 64, K = 128;
+  auto A = random_codes(s.a_format, std::size_t(M) * K, stream++, 0);
+  const auto B = random_codes(s.b_format, std::size_t(N) * K, stream++, 0);
+  A[std::size_t(5) * K + 7] = 0x40;  // e3m2 has 64 codes
+  std::vector<float> D(std::size_t(M) * N);
+  std::string message;
+  try {
+    gemm(s, M, N, K, A, B, {}, {}, {}, D);
+  } catch (const std::invalid_argument& e) {
+    message = e.what();
+  }
+  const std::string want = "code 0x40 at (5, 7) is not a code of e3m2";
+  if (message != want && t.bad++ == 0)
+    t.first = fmt::format("bad code: '{}', expected '{}'", message, want);
+  fmt::print("host codes: {} configurations, {} outputs, {} differ{}\n", t.configs, t.outputs,
+             t.bad, t.bad ? "; first: " + t.first : "");
+  return t.bad == 0 && t.configs > 50 ? 0 : 1;
+}
+
 int launch_test() {
   int bad = 0;
   std::uint64_t stream = 900000;
@@ -499,4 +607,8 @@ TEST_CASE("launch configurations and streams give the same bits", "[gpu]") {
 
 TEST_CASE("the tiled kernels on adversarial operands, C and shapes", "[gpu]") {
   CHECK(tiled_test() == 0);
+}
+
+TEST_CASE("gemm() on host codes, decoded on the device, equals the CPU engine", "[gpu]") {
+  CHECK(host_codes_test() == 0);
 }

@@ -167,4 +167,10 @@ void device_free(void* p);
 // kernels' share of it as the difference across the call. 0 in a build without CUDA.
 double device_kernel_seconds();
 
+// Peak device memory (bytes) of the current CUDA device since the last call with reset: the
+// high-water mark of the engine's memory pool (its operands, prepared copies, D) plus that of
+// device_malloc's blocks (live ones included), so an upper bound of their sum's peak. reset:
+// return the peak so far and start a new window. 0 in a build without CUDA.
+std::size_t device_memory_peak(bool reset = false);
+
 }  // namespace fp8sim

@@ -6,7 +6,9 @@
 // (gemm_device.hpp) or the CPU engine (engine_cpu.hpp). gemm_resident() (operands in CUDA
 // memory) takes the same routes: a block-scaled model through the host entry (one copy each
 // way), else the K tail and split-K slices read in place by the CUDA engine, the reduction and
-// epilogue as the library GEMM does them. No front-end decides any of this itself.
+// epilogue as the library GEMM does them. gemm() on host codes with device cuda copies the
+// codes to the device and takes gemm_resident's route (no block scales inside the MMA), so
+// the host decodes nothing. No front-end decides any of this itself.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -177,9 +179,68 @@ void gemm_prefixes(const GemmSpec& s, const Operand& A, const Operand& B,
   dispatch(s, A, B, C, sa, sb, D, Pairing::all_pairs, prefix_k, D_prefix);
 }
 
+namespace {
+
+// gemm() on host codes with device cuda, where gemm_resident takes the codes without a round
+// trip through the host (no block scales inside the MMA) and the spec and every argument's
+// size are right: the codes copied to the device as they are, 1 byte each, decoded there by
+// gemm_resident's route, and D copied back; the host does nothing proportional to the data
+// but the copies. The same bits as the host route: both are the CUDA engine on the same
+// values (tests/test_gemm_cuda.cpp pins it against the CPU engine). Returns false, having
+// done nothing, wherever the host route is to run or to give its own error (a bad spec or
+// size, a CPU-only model, no CUDA in the build or no device); a bad code is reported by the
+// device in the host decoder's words.
+bool gemm_codes_on_device(const GemmSpec& s, int M, int N, int K,
+                          std::span<const std::uint8_t> A, std::span<const std::uint8_t> B,
+                          std::span<const float> C, std::span<const float> sa,
+                          std::span<const float> sb, std::span<float> D,
+                          std::span<const float> bias) {
+  if (s.device != Device::cuda || s.model.block_scale || M <= 0 || N <= 0 || K <= 0 ||
+      total_bits(s.a_format) > 8 || total_bits(s.b_format) > 8)
+    return false;
+  const std::size_t outputs = std::size_t(M) * N;
+  if (A.size() != std::size_t(M) * K || B.size() != std::size_t(N) * K ||
+      D.size() != outputs || (!C.empty() && C.size() != outputs) ||
+      (!bias.empty() && bias.size() != std::size_t(N)) || needs_reference_step(s.model))
+    return false;
+  try {
+    validate(s, M, N, K);
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+  const ScaleShapes sh = scale_shapes(s, M, N, K);
+  const bool scaled = s.scaling != Scaling::none;
+  if (sa.size() != (scaled ? sh.a_rows * sh.a_cols : 0) ||
+      sb.size() != (scaled ? sh.b_rows * sh.b_cols : 0))
+    return false;
+  struct Buffer {  // device memory, freed however the call ends
+    void* p = nullptr;
+    ~Buffer() { device_free(p); }
+  } da, db, dc, dd;
+  try {  // no CUDA in this build, or no device: the host route says so in its words
+    da.p = device_malloc(A.size());
+    db.p = device_malloc(B.size());
+    dd.p = device_malloc(outputs * sizeof(float));
+    if (!C.empty()) dc.p = device_malloc(outputs * sizeof(float));
+  } catch (const std::runtime_error&) {
+    return false;
+  }
+  copy_device(da.p, A.data(), A.size(), true);
+  copy_device(db.p, B.data(), B.size(), true);
+  if (!C.empty()) copy_device(dc.p, C.data(), outputs * sizeof(float), true);
+  gemm_resident(s, M, N, K, static_cast<const std::uint8_t*>(da.p),
+                static_cast<const std::uint8_t*>(db.p), static_cast<const float*>(dc.p), sa, sb,
+                static_cast<float*>(dd.p), nullptr, -1, bias);
+  copy_device(D.data(), dd.p, outputs * sizeof(float), false);
+  return true;
+}
+
+}  // namespace
+
 void gemm(const GemmSpec& s, int M, int N, int K, std::span<const std::uint8_t> A,
           std::span<const std::uint8_t> B, std::span<const float> C, std::span<const float> sa,
           std::span<const float> sb, std::span<float> D, std::span<const float> bias) {
+  if (gemm_codes_on_device(s, M, N, K, A, B, C, sa, sb, D, bias)) return;
   const Operand a = decode_operand(s.a_format, M, K, A);
   const Operand b = decode_operand(s.b_format, N, K, B);
   gemm(s, a, b, C, sa, sb, D, bias);

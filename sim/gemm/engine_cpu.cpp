@@ -8,6 +8,8 @@
 //   fused_step_exact_fast            fused_step_exponents step 2 (exact model) in 128-bit integers
 //   round_accumulator_output_fast    round_accumulator_output for 8-bit-exponent outputs, rz/rne
 //   the fmaf chain in Engine::dot    the exact model with group 1 and an fp32 rne output
+// Engine::dot_many runs dot()'s steps for several outputs at once, interleaved (the same
+// functions in the same order per output, so the same bits), where dot_many_fits.
 // choose_gemm_path (gemm_path.hpp) decides which of them a model may take.
 #include "gemm/engine_cpu.hpp"
 
@@ -76,14 +78,7 @@ class Engine {
     // unchanged, -0 included (+0 + -0 would be +0).
     float main = s_.promote_every == 0 ? -0.0f : 0.0f;
     std::size_t p = 0;
-    auto promote = [&](float main, double acc, int k0) {
-      const float part = static_cast<float>(acc);  // exact: outputs are at most fp32
-      if (sc.a == nullptr || m_.block_scale) return main + part;  // scales in the MMA
-      const int blk = sc.block == 0 ? 0 : k0 / sc.block;
-      const float sa = sc.a[blk], sb = sc.b[blk];
-      if (s_.order == ScaleOrder::triton) return std::fmaf(part * sa, sb, main);
-      return std::fmaf(sa * sb, part, main);  // deepgemm, cublaslt (scales after K: gemm_split)
-    };
+    auto promote = [&](float main, double acc, int k0) { return promoted(main, acc, k0, sc); };
     for (int k0 = 0; k0 < K; k0 += chunk) {
       const int kend = std::min(K, k0 + chunk);
       double acc = k0 == 0 ? c_in(c) : 0.0;
@@ -113,7 +108,50 @@ class Engine {
     return main;
   }
 
+  // Whether dot_many gives dot()'s outputs: no prefixes, steps of the step loop (not the fmaf
+  // chain, nor block scales inside the MMA).
+  bool dot_many_fits(std::span<const int> prefix) const {
+    return prefix.empty() && !m_.block_scale && path_.step != StepPath::fmaf_chain;
+  }
+
+  // dot() (without prefixes) of J outputs at once, output j on rows a[j] and b[j]: every
+  // output's steps and promotions as dot() runs them, the J chains interleaved step by step
+  // so that the CPU overlaps their latencies. Where dot_many_fits.
+  template <int J>
+  FP8SIM_TARGET_CLONES void dot_many(const float* const* a, const std::int16_t* const* ea,
+                                     const float* const* b, const std::int16_t* const* eb,
+                                     int K, const bool* special, const float* c,
+                                     const ScaleRows* sc, float* out) const {
+    const int chunk = s_.promote_every == 0 ? K : s_.promote_every;
+    const int g = m_.group == 0 ? chunk : step_products(m_);
+    float main[J];
+    for (int j = 0; j < J; ++j) main[j] = s_.promote_every == 0 ? -0.0f : 0.0f;
+    for (int k0 = 0; k0 < K; k0 += chunk) {
+      const int kend = std::min(K, k0 + chunk);
+      double acc[J];
+      for (int j = 0; j < J; ++j) acc[j] = k0 == 0 ? c_in(c[j]) : 0.0;
+      for (int k = k0; k < kend; k += g) {
+        const int n = std::min(g, kend - k);
+#pragma GCC unroll 8
+        for (int j = 0; j < J; ++j)
+          acc[j] = step(a[j] + k, ea[j] + k, b[j] + k, eb[j] + k, n, acc[j], special[j]);
+      }
+      for (int j = 0; j < J; ++j) main[j] = promoted(main[j], acc[j], k0, sc[j]);
+    }
+    for (int j = 0; j < J; ++j) out[j] = main[j];
+  }
+
  private:
+  // A chunk's result acc promoted into the FP32 main accumulator, with its scales (sc).
+  [[gnu::always_inline]] float promoted(float main, double acc, int k0, const ScaleRows& sc) const {
+    const float part = static_cast<float>(acc);  // exact: outputs are at most fp32
+    if (sc.a == nullptr || m_.block_scale) return main + part;  // scales in the MMA
+    const int blk = sc.block == 0 ? 0 : k0 / sc.block;
+    const float sa = sc.a[blk], sb = sc.b[blk];
+    if (s_.order == ScaleOrder::triton) return std::fmaf(part * sa, sb, main);
+    return std::fmaf(sa * sb, part, main);  // deepgemm, cublaslt (scales after K: gemm_split)
+  }
+
   double c_in(float c) const {
     if (c_register_.mantissa_bits == 23) return entering_c(m_, c);
     return quantize(c, c_register_, {Rounding::rne, Overflow::nonsat, 32});
@@ -134,8 +172,13 @@ class Engine {
                int n, double c, bool special) const {
     if (!special && std::isfinite(c)) {
       switch (path_.step) {
-        case StepPath::int32_float: return fused_step_fast<float, std::int32_t>(a, ea, b, eb, n, c);
-        case StepPath::int64_double: return fused_step_fast<double, std::int64_t>(a, ea, b, eb, n, c);
+        // A step of 32 products (FP8 MMAs) with its loops' trip count known at compile time.
+        case StepPath::int32_float:
+          return n == 32 ? fused_step_fast<float, std::int32_t, 32>(a, ea, b, eb, n, c)
+                         : fused_step_fast<float, std::int32_t>(a, ea, b, eb, n, c);
+        case StepPath::int64_double:
+          return n == 32 ? fused_step_fast<double, std::int64_t, 32>(a, ea, b, eb, n, c)
+                         : fused_step_fast<double, std::int64_t>(a, ea, b, eb, n, c);
         case StepPath::exact_int: return fused_step_exact_fast(a, b, n, c);
         default: break;
       }
@@ -231,10 +274,12 @@ class Engine {
 
  private:
 
-  // Steps 3-4 of fused_step_exponents with products held in V and terms summed in I.
-  template <class V, class I>
+  // Steps 3-4 of fused_step_exponents with products held in V and terms summed in I; Fixed:
+  // n where it is known at compile time (0: not).
+  template <class V, class I, int Fixed = 0>
   [[gnu::always_inline]] double fused_step_fast(const float* a, const std::int16_t* ea, const float* b,
-                   const std::int16_t* eb, int n, double c) const {
+                   const std::int16_t* eb, int n_in, double c) const {
+    const int n = Fixed != 0 ? Fixed : n_in;
     // 3. Alignment exponent (zero operands carry kZeroExponent, far below any product).
     int emax = INT_MIN / 2;
     if (m_.renormalise_products) {
@@ -243,7 +288,11 @@ class Engine {
         if (p != V(0)) emax = std::max(emax, std::ilogb(p));
       }
     } else {
-      for (int i = 0; i < n; ++i) emax = std::max(emax, ea[i] + eb[i]);
+      // In int16 lanes (twice as many per vector): exponent sums lie within +-2400.
+      std::int16_t e16 = INT16_MIN;
+      for (int i = 0; i < n; ++i)
+        e16 = std::max(e16, static_cast<std::int16_t>(ea[i] + eb[i]));
+      emax = e16;
       // A nonzero product's exponent is above -300; one with a zero operand is below -600.
       if (emax < Operand::kZeroExponent + 400) emax = INT_MIN / 2;
       // A zero term (a zero product, or a zero c that joins) counts at the zero exponent.
@@ -377,17 +426,45 @@ void cpu_engine(const GemmSpec& spec, const Operand& A, const Operand& B, std::s
   const int bs = scale_block(spec);
   const Engine engine(spec, A, B);
   const auto a_special = special_rows(A), b_special = special_rows(B);
+  const auto scales_of = [&](std::size_t m, std::size_t n) {
+    ScaleRows sc;
+    if (spec.scaling != Scaling::none) {
+      const std::size_t brow = all_pairs && spec.scaling == Scaling::block ? n / spec.block : n;
+      sc.a = sa.data() + (sh.a_rows == 1 ? 0 : m * sh.a_cols);
+      sc.b = sb.data() + (sh.b_rows == 1 ? 0 : brow * sh.b_cols);
+      sc.block = bs;
+    }
+    return sc;
+  };
+  constexpr int J = 4;  // outputs per dot_many
+  const bool many = engine.dot_many_fits(prefix);
   parallel_for(outputs, spec.threads, [&](std::size_t begin, std::size_t end) {
     std::vector<float> at(prefix.size());
-    for (std::size_t i = begin; i < end; ++i) {
-      const std::size_t m = i / N, n = all_pairs ? i % N : i;
-      ScaleRows sc;
-      if (spec.scaling != Scaling::none) {
-        const std::size_t brow = all_pairs && spec.scaling == Scaling::block ? n / spec.block : n;
-        sc.a = sa.data() + (sh.a_rows == 1 ? 0 : m * sh.a_cols);
-        sc.b = sb.data() + (sh.b_rows == 1 ? 0 : brow * sh.b_cols);
-        sc.block = bs;
+    std::size_t i = begin;
+    for (; many && i + J <= end; i += J) {
+      const float* a[J];
+      const float* b[J];
+      const std::int16_t* ea[J];
+      const std::int16_t* eb[J];
+      bool special[J];
+      float c[J], d[J];
+      ScaleRows sc[J];
+      for (int j = 0; j < J; ++j) {
+        const std::size_t o = i + j, m = o / N, n = all_pairs ? o % N : o;
+        a[j] = A.value.data() + m * K;
+        ea[j] = A.exponent.data() + m * K;
+        b[j] = B.value.data() + n * K;
+        eb[j] = B.exponent.data() + n * K;
+        special[j] = a_special[m] || b_special[n];
+        c[j] = C.empty() ? 0.0f : C[o];
+        sc[j] = scales_of(m, n);
       }
+      engine.dot_many<J>(a, ea, b, eb, K, special, c, sc, d);
+      for (int j = 0; j < J; ++j) D[i + j] = to_out_type(spec.out_type, d[j]);
+    }
+    for (; i < end; ++i) {
+      const std::size_t m = i / N, n = all_pairs ? i % N : i;
+      const ScaleRows sc = scales_of(m, n);
       const std::size_t ra = m * K, rb = n * K;
       const float d = engine.dot(A.value.data() + ra, A.exponent.data() + ra,
                                  B.value.data() + rb, B.exponent.data() + rb, K,

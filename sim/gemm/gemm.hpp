@@ -120,7 +120,9 @@ void gemm_prefixes(const GemmSpec& s, const Operand& A, const Operand& B,
 // own, a -0 included.
 // sa / sb: scale values (MX: already decoded E8M0 powers of two) in the shapes above.
 // With s.split_k > 1, scales in the epilogue (ScaleOrder::cublaslt) or a bias, the library
-// GEMM of sim/gemm/gemm_split.hpp runs around this engine.
+// GEMM of sim/gemm/gemm_split.hpp runs around this engine. With s.device cuda (and no
+// block scales inside the MMA) the codes go to the device as they are and gemm_resident's
+// route decodes them there; D comes back.
 void gemm(const GemmSpec& s, int M, int N, int K, std::span<const std::uint8_t> A,
           std::span<const std::uint8_t> B, std::span<const float> C, std::span<const float> sa,
           std::span<const float> sb, std::span<float> D, std::span<const float> bias = {});
