@@ -46,12 +46,10 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 # ccache, with its cache in this checkout (build-ccache/), makes a second run incremental
-# (paths relative to the checkout: a moved or second checkout hits it too). The library's
-# precompiled header (fmt) needs the two sloppinesses to be cached at all.
+# (paths relative to the checkout: a moved or second checkout hits it too).
 if command -v ccache >/dev/null; then
   export CCACHE_DIR="${CCACHE_DIR:-$root/build-ccache}"
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
-  export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros}"
   export CMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}"
   export CMAKE_CUDA_COMPILER_LAUNCHER="${CMAKE_CUDA_COMPILER_LAUNCHER:-ccache}"
 fi
@@ -73,11 +71,9 @@ if [ "$profile" = tests ]; then
 fi
 
 # 3. build/: everything for the tests (with the Python module); for the experiments only their
-# binaries and the CLI, and the CUDA engine only where a GPU can run it. Without the module
-# build/ links the compiled fmt; with it, fmt is header-only everywhere (the module carries no
-# shared library of its own). Header-only fmt costs each file about 2 s more of CPU (fmt's
-# code generated in every file that prints; the precompiled header does not save that), which
-# is still less than pip compiling the library, the CLI and the CUDA engine a second time.
+# binaries and the CLI, and the CUDA engine only where a GPU can run it. With the module, all
+# of build/ is position-independent (the module links the library); fmt is compiled once into
+# the library either way (sim/base/fmt_compiled.cpp).
 cuda=ON
 [ "$profile" = experiments ] && ! nvidia-smi -L >/dev/null 2>&1 && cuda=OFF
 build_main() {
@@ -90,7 +86,7 @@ build_main() {
     -DFP8SIM_BUILD_EXPERIMENTS=ON -DFP8SIM_BUILD_CUDA="$cuda" -DFP8SIM_BUILD_HW=ON \
     -DFP8SIM_BUILD_PYTHON="$python" -DPython_EXECUTABLE="$root/.venv/bin/python" \
     -DPython3_EXECUTABLE="$root/.venv/bin/python" -DCMAKE_CXX_COMPILER=g++ \
-    -DCMAKE_POSITION_INDEPENDENT_CODE=OFF -DFP8SIM_FMT_HEADER_ONLY=OFF || return 1
+    -DCMAKE_POSITION_INDEPENDENT_CODE=OFF || return 1
   cmake --build build -j"$(nproc)" "${targets[@]}"
 }
 build_main > build.log 2>&1 &
