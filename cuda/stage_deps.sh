@@ -6,9 +6,9 @@
 #   cmake -S . -B build -G Ninja -DCMAKE_PREFIX_PATH=<folder> -DOPENSSL_ROOT_DIR=<folder>
 # (or tests/run_gpu.sh with FP8SIM_DEPS=<folder>).
 # Which headers: the ones the build reads. A scratch configure of this checkout (tests,
-# experiments, the CUDA parts where nvcc is, the Python module where nanobind is, fmt
-# header-only as the module builds it) writes compile_commands.json, the build's own list of
-# translation units; cuda/build_inputs.py runs each as a dependency listing (-M); every file
+# experiments, the CUDA parts where nvcc is, the Python module where nanobind is) writes
+# compile_commands.json, the build's own list of translation units; cuda/build_inputs.py
+# runs each as a dependency listing (-M); every file
 # in that list that one of the packages below installed is staged at its place under the
 # prefix. The CMake package folders are the ones that configure found (CMakeCache.txt).
 # tests/test_stage_deps.sh (ctest stage_deps) compiles against a staged prefix only.
@@ -38,7 +38,7 @@ with_python=OFF
 "$python" -m nanobind --cmake_dir > /dev/null 2>&1 && with_python=ON
 if ! cmake -S "$root" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DFP8SIM_BUILD_TESTS=ON -DFP8SIM_BUILD_EXPERIMENTS=ON -DFP8SIM_BUILD_CUDA=ON \
-    -DFP8SIM_BUILD_PYTHON="$with_python" -DFP8SIM_FMT_HEADER_ONLY=ON \
+    -DFP8SIM_BUILD_PYTHON="$with_python" \
     -DPython_EXECUTABLE="$python" -DPython3_EXECUTABLE="$python" > "$tmp/configure.log" 2>&1; then
   tail -n 20 "$tmp/configure.log" >&2
   echo "stage_deps: error: configuring the scratch build failed (the lines above)" >&2

