@@ -42,6 +42,13 @@ using i128 = __int128;
 #else
 #define FP8SIM_TARGET_CLONES [[gnu::target_clones("avx2", "default")]]
 #endif
+// Clang (14, the sanitizer and fuzz builds) cannot multiversion a function template: there
+// Engine::dot_many has the default target only (the same bits, slower).
+#if defined(__clang__)
+#define FP8SIM_TARGET_CLONES_TEMPLATE
+#else
+#define FP8SIM_TARGET_CLONES_TEMPLATE FP8SIM_TARGET_CLONES
+#endif
 
 struct ScaleRows {
   const float* a = nullptr;  // this output's row of A scales (null: unscaled)
@@ -118,7 +125,7 @@ class Engine {
   // output's steps and promotions as dot() runs them, the J chains interleaved step by step
   // so that the CPU overlaps their latencies. Where dot_many_fits.
   template <int J>
-  FP8SIM_TARGET_CLONES void dot_many(const float* const* a, const std::int16_t* const* ea,
+  FP8SIM_TARGET_CLONES_TEMPLATE void dot_many(const float* const* a, const std::int16_t* const* ea,
                                      const float* const* b, const std::int16_t* const* eb,
                                      int K, const bool* special, const float* c,
                                      const ScaleRows* sc, float* out) const {
