@@ -122,11 +122,23 @@ std::string report_json(const InvarianceReport& r) {
               {"detail", p.refused ? "" : p.plan.detail},
               {"why", p.refused ? p.refusal : p.plan.why}};
     if (!p.refused) {  // the GEMM the row runs at this M, as fp8sim.gemm's keywords
+      // Only the keywords that apply: a kernel preset sets the model, promotion, scale order
+      // and split alignment itself (gemm() refuses them beside it), block goes with block
+      // scaling and the split alignment with a split.
       const GemmOptions& o = p.plan.options;
-      x["options"] = {
-          {"kernel", o.kernel},     {"model", o.model},     {"promote_every", o.promote_every},
-          {"scaling", o.scaling},   {"block", o.block},     {"scale_order", o.scale_order},
-          {"out_type", o.out_type}, {"split_k", o.split_k}, {"split_k_align", o.split_k_align}};
+      json opt = {{"scaling", o.scaling}, {"out_type", o.out_type}, {"split_k", o.split_k}};
+      if (o.scaling == "block") opt["block"] = o.block;
+      if (!o.kernel.empty()) {
+        opt["kernel"] = o.kernel;
+        if (!o.triton_config.empty()) opt["config"] = o.triton_config;
+        if (!o.gpu.empty() && !o.triton_config.empty()) opt["gpu"] = o.gpu;
+      } else {
+        opt["model"] = o.model;
+        opt["promote_every"] = o.promote_every;
+        opt["scale_order"] = o.scale_order;
+        if (o.split_k > 1) opt["split_k_align"] = o.split_k_align;
+      }
+      x["options"] = opt;
     }
     pts.push_back(x);
   }

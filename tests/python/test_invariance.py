@@ -123,7 +123,7 @@ def test_cli_a_row_wrong_k(tmp_path):
     (dict(k=256, m="1"), "give n and k (or model)"),
     (dict(n=64, k=256, m="1", a_row=np.ones(3)), "a_row: 3 values, but K = 256"),
     (dict(n=64, k=256, m="1", kernel="triton-w8a8-block-fp8", triton_config="16,64,128,4",
-          gpu="h100"), "triton_config"),
+          gpu="h100"), "triton config '16,64,128,4': 4 values given"),
 ])
 def test_python_errors(kwargs, message):
     with pytest.raises(ValueError) as e:

@@ -59,7 +59,6 @@ def test_gemm_config_routes_as_the_cli(rng, tmp_path):
 
 
 @pytest.mark.parametrize("config,fragment", [
-    ("16,64,128,4,3", "lowers to FP16 mma.sync on sm_90"),
     ("16,64", "2 values given, not 5 or 6"),
     ("BLOCK_SIZE_M=64", "BLOCK_SIZE_N is missing"),
     ("64,128,256,4,3", "does not divide the 128-wide scale block"),
