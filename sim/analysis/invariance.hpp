@@ -13,8 +13,9 @@
 //   2. The plan at M comes from the plan's own source, never a guess: cuBLASLt's recorded
 //      tables and their rules (kernel/cublaslt_plan.hpp), a preset with no per-M setting
 //      (DeepGEMM, CUTLASS: no split-K, one instruction), the user's fixed split, or the
-//      Triton config a server picks (plan_at; issue 36). An M whose plan no source decides is
-//      reported as refused with the source's one line; the report fails only when every M is.
+//      Triton config a server picks and the instruction Triton lowers it to (plan_at). An M
+//      whose plan no source decides is reported as refused with the source's one line; the
+//      report fails only when every M is.
 //   3. The input row and its scales are fixed: the row's codes and scale are the same at
 //      every M. A per-tensor activation scale computed from the whole batch (dynamic
 //      "tensor" quantisation) changes with the batch by itself; that is outside the GEMM and
@@ -72,7 +73,7 @@ struct PlanAt {
 
 // The plan of `s`'s kernel at M = m (n, k from s). Throws std::invalid_argument with the
 // source's one line where it cannot decide (cuBLASLt off its tables and rules; CUTLASS's
-// can_implement refusing M; the Triton kernel until issue 36 lands).
+// can_implement refusing M; a Triton config a server cannot pick, e.g. a GPU with no files).
 PlanAt plan_at(const InvarianceSpec& s, int m);
 
 // The operands of the report's row, quantised as the kernel takes them: A's row (1 x K
