@@ -46,7 +46,8 @@ std::vector<int> range(int lo, int hi) {
 std::vector<float> row0_of_real_gemm(const InvarianceSpec& s, const InvarianceInputs& in, int M,
                                      std::mt19937_64& rng) {
   const PlanAt p = plan_at(s, M);
-  const GemmSpec g = gemm_spec(p.options, !in.sa.empty(), !in.sa.empty());
+  GemmSpec g = gemm_spec(p.options, !in.sa.empty(), !in.sa.empty());
+  apply_triton_config(g, p.options, M, s.n, s.k);  // a Triton plan's config, as launched
   std::vector<std::uint8_t> a(std::size_t(M) * s.k);
   std::copy(in.a.begin(), in.a.end(), a.begin());
   for (std::size_t i = in.a.size(); i < a.size(); ++i) {
@@ -152,7 +153,16 @@ TEST_CASE("a real M-row GEMM's row 0 is the report's row under the plan at M",
   row.scaling = "row";
   InvarianceSpec bias = cublaslt_spec(64, 2048, {1, 2, 64, 300}, "bf16");  // a bf16 bias
   bias.bias = true;
-  for (const InvarianceSpec& s : {cub, deep, row, bias}) {
+  // The Triton block kernel with vLLM's configs: BLOCK_SIZE_M 16 (FP16 mma.sync) at M = 1,
+  // 64 (wgmma) above, for DeepSeek-V3's kv_a_proj_with_mqa on the H100.
+  InvarianceSpec tri;
+  tri.kernel = "triton-w8a8-block-fp8";
+  tri.triton_config = "vllm";
+  tri.gpu = "h100";
+  tri.n = 576;
+  tri.k = 7168;
+  tri.m = {1, 2, 3};
+  for (const InvarianceSpec& s : {cub, deep, row, bias, tri}) {
     const InvarianceReport r = invariance_report(s);
     const InvarianceInputs in = invariance_inputs(s);
     for (const PlanPoint& p : r.points) {
