@@ -22,18 +22,27 @@ int index_of(const std::vector<int>& axis, int v) {
   return it == axis.end() ? -1 : static_cast<int>(it - axis.begin());
 }
 
+// The configuration recorded at (m, n, k) of variant v: -1 off the grid (or v < 0), t.none
+// where cuBLASLt returned no algorithm, else its index into meta["configs"].
+int code_at(const PlanTable& t, int v, int m, int n, int k) {
+  const int i = index_of(t.m, m), j = index_of(t.n, n), l = index_of(t.k, k);
+  if (v < 0 || i < 0 || j < 0 || l < 0) return -1;
+  return t.codes[((std::size_t(v) * t.m.size() + i) * t.n.size() + j) * t.k.size() + l];
+}
+
+// A column of configuration `code` (meta["configs"] rows hold t.fields).
+const json& field_of(const PlanTable& t, int code, const char* name) {
+  return t.meta.at("configs").at(code).at(std::find(t.fields.begin(), t.fields.end(), name) -
+                                          t.fields.begin());
+}
+
 // The split and kernel recorded at (m, n, k) of variant v (split -1 off the grid, 0 where
 // cuBLASLt returned no algorithm).
 RecordedPoint point_at(const PlanTable& t, int v, int m, int n, int k) {
-  const int i = index_of(t.m, m), j = index_of(t.n, n), l = index_of(t.k, k);
-  if (v < 0 || i < 0 || j < 0 || l < 0) return {};
-  const std::uint16_t code =
-      t.codes[((std::size_t(v) * t.m.size() + i) * t.n.size() + j) * t.k.size() + l];
+  const int code = code_at(t, v, m, n, k);
+  if (code < 0) return {};
   if (code == t.none) return {0, ""};
-  const json& cfg = t.meta.at("configs").at(code);
-  auto field = [&](const char* name) -> const json& {
-    return cfg.at(std::find(t.fields.begin(), t.fields.end(), name) - t.fields.begin());
-  };
+  auto field = [&](const char* name) -> const json& { return field_of(t, code, name); };
   return {std::max(1, field("split_k").get<int>()),
           fmt::format("{} {} {} {} {}", field("algo_id").dump(), field("tile").dump(),
                       field("stages").dump(), field("custom").dump(), field("cluster").dump())};
@@ -120,16 +129,9 @@ CublasltPlan cublaslt_plan(std::string_view gpu, const ScaledMmCall& c) {
   if (v < 0 && rule.split_k > 0) return by_rule();
   if (v < 0) return refuse("no plans were recorded for this variant");
   // 1. A recorded point.
-  const int i = index_of(t.m, c.m), j = index_of(t.n, c.n), l = index_of(t.k, c.k);
-  if (i >= 0 && j >= 0 && l >= 0) {
-    const std::size_t at =
-        ((std::size_t(v) * t.m.size() + i) * t.n.size() + j) * t.k.size() + l;
-    const std::uint16_t code = t.codes[at];
+  if (const int code = code_at(t, v, c.m, c.n, c.k); code >= 0) {
     if (code == t.none) return refuse("cuBLASLt returned no algorithm when this was recorded");
-    const json& cfg = t.meta.at("configs").at(code);  // columns as t.fields
-    auto field = [&](const char* name) -> const json& {
-      return cfg.at(std::find(t.fields.begin(), t.fields.end(), name) - t.fields.begin());
-    };
+    auto field = [&](const char* name) -> const json& { return field_of(t, code, name); };
     p.algo_id = field("algo_id").get<int>();
     p.tile = field("tile").get<std::string>();
     p.stages = field("stages").get<std::string>();
