@@ -16,7 +16,7 @@ def invariance(n: Optional[int] = None, k: Optional[int] = None,
                a_row: Optional[ArrayLike] = None, b: Optional[ArrayLike] = None, seed: int = 1,
                rows: bool = True, model: Optional[str] = None, mma_model: Optional[str] = None,
                promote_every: Optional[int] = None, scale_order: Optional[str] = None,
-               split_k: Optional[int] = None, threads: int = 0):
+               split_k: Optional[int] = None, threads: int = 0, cublaslt_plan=None):
     """Which batch sizes change one row's bits, as ``fp8sim invariance``: the plan ``kernel``
     runs at each M of ``m`` (a range "1-4096", a list "1,2,4,8" or a sequence of ints) for
     an N x K weight, where each answer came from, the M ranges of one plan, how far one fixed
@@ -31,6 +31,15 @@ def invariance(n: Optional[int] = None, k: Optional[int] = None,
     values) and ``b`` (N x K), quantised as the kernel does. ``rows=False``: plans only.
     ``model`` (``"deepseek-v3"``, ``"llama-3-8b"`` or a layer-list .json) gives every
     layer's N and K instead of ``n`` and ``k``.
+
+    cuBLASLt's plan at each M: from the recorded tables of ``gpu`` ("h100", "h200" or a
+    table's .json), or with ``gpu="cuda"`` (``"cuda:1"``) asked of cuBLASLt on this machine's
+    GPU as torch asks it (source "gpu-query"; needs torch with CUDA), or from
+    ``cublaslt_plan``: a function (m, n, k, out, fast_accum, scale, bias) returning a dict
+    with ``split_k`` (and optionally ``reduction``: default COMPUTE_TYPE for a split, the
+    scheme of every split recorded; ``tile``, ``stages``, ``cluster``,
+    ``algo_id``, ``source``, ``gpu``, ``versions``, ``why``) or a str, the one line of a
+    refusal (e.g. splits read from a trace of the calls).
 
     Returns a pandas DataFrame with one row per plan region (``m_lo``, ``m_hi``, ``points``,
     ``plan``, ``sources``, ``refused``, ``variant``, ``detail``, and ``changed_share``,
@@ -66,6 +75,20 @@ def invariance(n: Optional[int] = None, k: Optional[int] = None,
         if value is not None:
             setattr(spec, name, value)
     spec.gpu, spec.out_type = gpu, {"fp32": "f32", "fp16": "f16"}.get(out_type, out_type)
+    if isinstance(gpu, str) and (gpu == "cuda" or gpu.startswith("cuda:")):
+        if cublaslt_plan is not None:
+            raise ValueError("give gpu='cuda' (cuBLASLt asked on this GPU) or cublaslt_plan, "
+                             "not both")
+        name, ask = _ask_gpu(gpu)
+        if spec.kernel.startswith("cublaslt"):
+            spec.gpu, cublaslt_plan = name, ask
+        else:  # a server's config files are per GPU model: this GPU's recorded name
+            spec.gpu = next((g for g in _core.recorded_gpus() if g in name.lower()), name)
+    if cublaslt_plan is not None:
+        if not callable(cublaslt_plan):
+            raise TypeError("cublaslt_plan: expected a function (m, n, k, out, fast_accum, "
+                            "scale, bias) -> dict or str")
+        spec.ask_cublaslt(cublaslt_plan)
     spec.scaling, spec.bias = scaling or "", bool(bias)
     spec.triton_config, spec.seed, spec.rows, spec.threads = triton_config or "", seed, rows, threads
     spec.m = _core.parse_m_list(m) if isinstance(m, str) else _m_values(m)
@@ -96,6 +119,34 @@ def invariance(n: Optional[int] = None, k: Optional[int] = None,
                     invariant=r["invariant"], fix=r.get("fix"), text=text,
                     rows=distinct_rows.tolist(), input=r["input"])
     return df
+
+
+def _ask_gpu(device: str):
+    """(the GPU's name, a cublaslt_plan function asking cuBLASLt on `device`), as
+    fp8sim.torch.explain asks it; a one-line ValueError where no CUDA GPU is here."""
+    try:
+        import torch
+    except ImportError:
+        raise ValueError(f"gpu={device!r}: needs torch with CUDA (not installed here); name a "
+                         "recorded GPU (gpu='h100' or 'h200')") from None
+    if not torch.cuda.is_available():
+        raise ValueError(f"gpu={device!r}: no CUDA GPU here to ask cuBLASLt; name a recorded "
+                         "GPU (gpu='h100' or 'h200')")
+    from . import cublaslt_plan as lt
+    dev = torch.device(device)
+    v = lt.versions(dev)
+    versions = f"cuBLASLt {v['cublaslt_version']}, torch {v['torch']}"
+
+    def ask(m, n, k, out, fast, scale, bias):
+        try:  # the bias torch passes: bf16 for f32 out, else the output's type (explain's)
+            q = lt.query(m, n, k, out, use_fast_accum=fast, scale_mode=scale,
+                         bias_dtype=("bf16" if out == "f32" else out) if bias else None,
+                         device=dev)
+        except (lt.PlanUnavailable, ValueError) as e:
+            return f"cuBLASLt on {v['gpu']} at {m}x{n}x{k}: {e}"
+        return dict(q, source="gpu-query", gpu=v["gpu"], versions=versions,
+                    why=f"asked of cuBLASLt on {v['gpu']} as torch asks it")
+    return v["gpu"], ask
 
 
 def _m_values(values) -> list:

@@ -7,6 +7,8 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <functional>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 
@@ -35,6 +37,50 @@ std::vector<double> values(const std::optional<AnyArray>& a, const char* name) {
   return out;
 }
 
+// A Python function as InvarianceSpec::ask_cublaslt: called with (m, n, k, out, fast, scale,
+// bias), it returns the plan as a dict (split_k, reduction, tile, stages, cluster, algo_id,
+// source, gpu, versions, why) or a str, the one line of a refusal. The function is held by a
+// shared pointer whose deleter takes the GIL, so that the spec may be copied and destroyed
+// while the GIL is released.
+std::function<CublasltPlan(const ScaledMmCall&)> python_plan_query(nb::callable f) {
+  std::shared_ptr<nb::callable> held(new nb::callable(std::move(f)), [](nb::callable* p) {
+    nb::gil_scoped_acquire gil;
+    delete p;
+  });
+  return [held](const ScaledMmCall& c) {
+    nb::gil_scoped_acquire gil;
+    nb::object r;
+    try {
+      r = (*held)(c.m, c.n, c.k, c.out, c.fast, c.scale, c.bias);
+    } catch (nb::python_error& e) {  // its message, as a refusal (the GIL is held here)
+      throw std::invalid_argument(nb::cast<std::string>(nb::str(e.value())));
+    }
+    if (nb::isinstance<nb::str>(r)) throw std::invalid_argument(nb::cast<std::string>(r));
+    const nb::dict d = nb::cast<nb::dict>(r);
+    const auto text = [&](const char* key) {
+      return d.contains(key) ? nb::cast<std::string>(nb::str(d[key])) : std::string();
+    };
+    CublasltPlan p;
+    p.split_k = nb::cast<int>(d["split_k"]);
+    if (p.split_k < 1)
+      throw std::invalid_argument(fmt::format("cuBLASLt's plan at {}x{}x{}: split_k {} (< 1)",
+                                              c.m, c.n, c.k, p.split_k));
+    // Without "reduction": COMPUTE_TYPE for a split, the scheme of every split recorded.
+    p.reduction = d.contains("reduction") ? text("reduction")
+                  : p.split_k > 1        ? std::string("COMPUTE_TYPE")
+                                         : std::string("NONE");
+    p.tile = text("tile");
+    p.stages = text("stages");
+    p.cluster = text("cluster");
+    p.algo_id = d.contains("algo_id") ? nb::cast<int>(d["algo_id"]) : -1;
+    p.source = text("source");
+    p.gpu = text("gpu");
+    p.versions = text("versions");
+    p.why = text("why");
+    return p;
+  };
+}
+
 }  // namespace
 
 void bind_invariance(nb::module_& m) {
@@ -55,7 +101,13 @@ void bind_invariance(nb::module_& m) {
       .def_rw("m", &InvarianceSpec::m)
       .def_rw("seed", &InvarianceSpec::seed)
       .def_rw("rows", &InvarianceSpec::rows)
-      .def_rw("threads", &InvarianceSpec::threads);
+      .def_rw("threads", &InvarianceSpec::threads)
+      .def(
+          "ask_cublaslt",
+          [](InvarianceSpec& s, nb::callable f) { s.ask_cublaslt = python_plan_query(std::move(f)); },
+          nb::arg("query"),
+          "cuBLASLt's plan asked of query(m, n, k, out, fast, scale, bias) -> dict or str "
+          "(a refusal) instead of the recorded tables.");
   m.def("parse_m_list", &parse_m_list, nb::arg("text"), "\"1-4096\", \"1,2,4\": the M values.");
   m.def(
       "invariance",

@@ -286,7 +286,12 @@ PlanAt plan_at(const InvarianceSpec& s, int m) {
     p.why = std::string(rule.evidence);
     return p;
   }
-  const CublasltPlan c = cublaslt_plan(s.gpu, scaled_mm_call(s, m));
+  const ScaledMmCall call = scaled_mm_call(s, m);
+  const CublasltPlan c = s.ask_cublaslt ? s.ask_cublaslt(call) : cublaslt_plan(s.gpu, call);
+  if (c.split_k > 1 && c.reduction != "COMPUTE_TYPE")
+    throw std::invalid_argument(fmt::format(
+        "cuBLASLt at {}x{}x{}: split-K {} with reduction {} is not modelled (only "
+        "COMPUTE_TYPE, docs/cublaslt.md)", m, s.n, s.k, c.split_k, c.reduction));
   p.options.split_k = c.split_k;
   p.key = fmt::format("split-K {}", c.split_k);
   p.detail = c.tile.empty() ? std::string("tile not recorded")

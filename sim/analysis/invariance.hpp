@@ -11,7 +11,8 @@
 //      (tests/test_invariance.cpp checks row 0 of real M-row GEMMs against the 1-row one).
 //      So the row's D (1 x N) under the plan at M is the row's D in the M-row call.
 //   2. The plan at M comes from the plan's own source, never a guess: cuBLASLt's recorded
-//      tables and their rules (kernel/cublaslt_plan.hpp), a preset with no per-M setting
+//      tables and their rules (kernel/cublaslt_plan.hpp) or cuBLASLt itself asked on a GPU
+//      (ask_cublaslt), a preset with no per-M setting
 //      (DeepGEMM, CUTLASS: no split-K, one instruction), the user's fixed split, or the
 //      Triton config a server picks and the instruction Triton lowers it to (plan_at). An M
 //      whose plan no source decides is reported as refused with the source's one line; the
@@ -23,12 +24,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "analysis/model_layers.hpp"
+#include "kernel/cublaslt_plan.hpp"
 #include "kernel/gemm_inputs.hpp"
 
 namespace fp8sim {
@@ -38,6 +41,11 @@ struct InvarianceSpec {
   std::string kernel = "cublaslt";  // a kernel preset (kernel_presets()), or "" for a loose
                                     // recipe (model, promote_every, scale_order, split_k below)
   std::string gpu = "h100";         // cuBLASLt kernels: a recorded GPU or a plan table's .json
+  // cuBLASLt kernels: when set, the plan at each M is asked of this instead of `gpu`'s tables
+  // (the Python front-end's gpu="cuda" asks cuBLASLt on this machine's GPU, as torch asks
+  // it; `gpu` then names that GPU). Throws std::invalid_argument (one line) where it has no
+  // answer; that M is refused.
+  std::function<CublasltPlan(const ScaledMmCall&)> ask_cublaslt;
   std::string out_type = "bf16";    // f32 | bf16 | f16
   std::string scaling;              // tensor | row | block ("": the kernel's first: cuBLASLt
                                     // tensor, the block-FP8 kernels block)

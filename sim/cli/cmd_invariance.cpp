@@ -45,6 +45,10 @@ void run_invariance(InvarianceArgs& g) {
   }
   if (s.out_type == "fp32") s.out_type = "f32";
   if (s.out_type == "fp16") s.out_type = "f16";
+  if (s.gpu == "cuda" || s.gpu.rfind("cuda:", 0) == 0)
+    throw std::invalid_argument(
+        "--gpu " + s.gpu + ": the CLI reads recorded plans only; to ask cuBLASLt on this "
+        "machine's GPU use fp8sim.invariance(..., gpu='cuda') from Python (docs/invariance.md)");
   s.m = parse_m_list(g.m);
   s.rows = !g.no_rows;
   if (!g.model.empty()) {

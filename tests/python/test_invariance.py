@@ -98,6 +98,7 @@ def test_deepgemm_invariant_and_model_view():
     (["--n", "1024", "--k", "9728", "--m", "87"], "every M refused: torch._scaled_mm 87x1024x9728"),
     (["--n", "64", "--k", "256", "--m", "1", "--gpu", "a100"], "gpu 'a100': no recorded cuBLASLt plans"),
     (["--n", "129280", "--k", "7168", "--m", "1"], "more than 2^28 weights"),
+    (["--n", "64", "--k", "256", "--m", "1", "--gpu", "cuda"], "use fp8sim.invariance(..., gpu='cuda')"),
     (["--n", "64", "--k", "256", "--m", "1", "--a-row", "/nonexistent.npy"], "/nonexistent.npy"),
 ])
 def test_cli_errors(args, message):
@@ -124,8 +125,46 @@ def test_cli_a_row_wrong_k(tmp_path):
     (dict(n=64, k=256, m="1", a_row=np.ones(3)), "a_row: 3 values, but K = 256"),
     (dict(n=64, k=256, m="1", kernel="triton-w8a8-block-fp8", triton_config="16,64,128,4",
           gpu="h100"), "triton config '16,64,128,4': 4 values given"),
+    (dict(n=64, k=256, m="1", gpu="cuda", cublaslt_plan=lambda *a: {}), "gpu='cuda' (cuBLASLt "
+     "asked on this GPU) or cublaslt_plan, not both"),
 ])
 def test_python_errors(kwargs, message):
     with pytest.raises(ValueError) as e:
         fp8sim.invariance(**kwargs)
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_cublaslt_plan_function_gives_every_plan():
+    # A plan function (e.g. a trace's splits) answers at every M, in place of the tables; its
+    # refusal (a str, or an exception's message) refuses that M; the splits it gives are the
+    # arithmetic (two splits: two distinct rows).
+    seen = []
+
+    def plan(m, n, k, out, fast, scale, bias):
+        seen.append((m, n, k, out, fast, scale, bias))
+        if m == 3:
+            return "no trace at M=3"
+        if m == 5:
+            raise RuntimeError("query failed at M=5")
+        return dict(split_k=2 if m < 100 else 1, source="trace", why="a test's splits")
+    df = fp8sim.invariance(64, 1024, [1, 2, 3, 5, 200], out_type="f32", fast_accum=True,
+                           cublaslt_plan=plan)
+    assert seen[0] == (1, 64, 1024, "f32", True, "tensor", False)
+    assert [s[0] for s in seen] == [1, 2, 3, 5, 200]
+    pts = {p["m"]: p for p in df.attrs["points"]}
+    assert pts[3]["refused"] and pts[3]["why"] == "no trace at M=3"
+    assert pts[5]["refused"] and pts[5]["why"] == "query failed at M=5"
+    assert pts[1]["source"] == "trace" and pts[1]["split_k"] == 2 and pts[200]["split_k"] == 1
+    q = fp8sim.invariance(64, 1024, [1, 200], out_type="f32", fast_accum=True,
+                          cublaslt_plan=plan)
+    rows = np.asarray(q.attrs["rows"], np.float32)
+    assert len(rows) == 2 and not np.array_equal(rows[0], rows[1])
+
+
+def test_gpu_cuda_without_a_gpu_says_so():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: gpu='cuda' asks it (the GPU suite checks that)")
+    with pytest.raises(ValueError) as e:
+        fp8sim.invariance(64, 256, "1", gpu="cuda", rows=False)
+    assert "no CUDA GPU here to ask cuBLASLt" in str(e.value) and "\n" not in str(e.value)

@@ -99,6 +99,22 @@ def test_check_passes_on_the_prediction_and_fails_on_a_move_it_did_not_predict(t
     assert any("M=4: plan split-K 2, cuBLASLt's trace 1" in line for line in lines), lines
 
 
+def test_traced_check_fails_where_the_trace_says_another_split(tmp_path):
+    # The row was computed with split 1 at M = 4, but the trace says 2: the traced check
+    # computes split 2 there and must name M = 4.
+    ms = [1, 4, 256]
+    fake_capture(str(tmp_path / "c"), ms, lambda m: 2 if m < 4 else 1)
+    assert ci.check_capture(str(tmp_path / "c"), log=lambda *_: None, plans="traced")["ok"]
+    path = tmp_path / "c" / "manifest.json"
+    man = json.loads(path.read_text())
+    man["shapes"][0]["cases"][0]["traced_split_k"]["4"] = 2
+    path.write_text(json.dumps(man))
+    r = ci.check_capture(str(tmp_path / "c"), log=lambda *_: None, plans="traced")
+    assert not r["ok"]
+    assert any(line.startswith("fake M=4: predicted split-K 2 (trace)")
+               for line in r["cases"][0]["mismatches"]), r["cases"][0]["mismatches"]
+
+
 def test_check_refuses_weights_it_cannot_draw_again(tmp_path):
     fake_capture(str(tmp_path / "c"), [1, 2], lambda m: 2)
     path = tmp_path / "c" / "manifest.json"
@@ -115,11 +131,16 @@ CAPTURES = sorted(glob.glob(os.path.join(ROOT, "tests", "data", "hw", "invarianc
 @pytest.mark.skipif(not CAPTURES, reason="waived: no invariance capture yet (run "
                     "cuda/capture/capture_invariance.py on an H100: docs/invariance.md)")
 @pytest.mark.parametrize("manifest", CAPTURES, ids=lambda p: os.path.basename(os.path.dirname(p)))
-def test_captured_rows_are_the_prediction(manifest):
-    r = ci.check_capture(os.path.dirname(manifest), log=print)
+@pytest.mark.parametrize("plans", ["tables", "traced"])
+def test_captured_rows_are_the_prediction(manifest, plans):
+    # tables: what a user without a GPU gets (M off the tables' reach refused, listed);
+    # traced: the plans cuBLASLt's trace showed, so every M is predicted and checked.
+    r = ci.check_capture(os.path.dirname(manifest), log=print, plans=plans)
     bad = [line for c in r["cases"] for line in c["mismatches"]]
     assert not bad, "\n".join(bad[:20])
     assert sum(c["agree"] for c in r["cases"]) > 0
+    if plans == "traced":
+        assert r["ok"] and not any(c["refused"] for c in r["cases"])
 
 
 def test_capture_without_a_gpu_says_so(tmp_path):
