@@ -211,11 +211,14 @@ void launch_tiled_f32(const Params& p, cudaStream_t st) {
   // twice over; for fewer outputs (small M: skinny, decode-like GEMMs) smaller tiles and
   // thread tiles, for more threads (H100, 2026-11-25: 16x4096x7168 at 5.5e11 MAC/s with
   // 16 x 64 tiles against 2.9e11 with 64 x 64; 64x7168x16384 at 2.4e12 with 32 x 64 against
-  // 1.9e12). Every tile shape gives the same bits.
+  // 1.9e12). Where the 64 x 64 tiles run K-parallel (gemm_engine_kpar.cuh: chunks of K fill
+  // the GPU), smaller tiles only where M is at most 32 (less of the tile wasted on rows
+  // beyond M). Every tile shape gives the same bits.
   const long long big_blocks = (p.g.M + 63LL) / 64 * ((p.g.N + 63LL) / 64);
   if (big_blocks < 2LL * 3 * gpu::sm_count()) {
     if (p.g.M <= 16) return launch_f32_shape<G, RNE, MODE, 2, 2, 16, 64, 4>(p, st);
-    return launch_f32_shape<G, RNE, MODE, 4, 2, 32, 64, 3>(p, st);
+    if (p.g.M <= 32 || gpu::k_parallel_pass(p, big_blocks, 3, gpu::kTileBk) == 0)
+      return launch_f32_shape<G, RNE, MODE, 4, 2, 32, 64, 3>(p, st);
   }
   launch_f32_shape<G, RNE, MODE, 8, 4, 64, 64, 3>(p, st);
 }
