@@ -21,12 +21,13 @@
 namespace fp8sim::gpu {
 
 // The workspace's bound (4 bytes per output per chunk of a pass): at most 64 MiB, and at most
-// a quarter of the operands' 8-bit codes (the device memory a GEMM may use beyond its
-// operands and D is bounded in proportion to them).
+// half of the GEMM's own memory, its operands' 8-bit codes plus D in fp32 (issue 38 bounds a
+// GEMM's peak device memory in proportion to them).
 constexpr std::size_t kPartsCapBytes = std::size_t(64) << 20;
 inline std::size_t parts_budget(const DeviceGemm& g) {
-  const std::size_t elements = (std::size_t(g.M) + unsigned(g.N)) * unsigned(g.K);
-  return std::min(kPartsCapBytes, elements / 4);
+  const std::size_t codes = (std::size_t(g.M) + unsigned(g.N)) * unsigned(g.K);
+  const std::size_t d = std::size_t(g.M) * unsigned(g.N) * sizeof(float);
+  return std::min(kPartsCapBytes, (codes + d) / 2);
 }
 // Target of the K-parallel grid, in waves of resident blocks (fewer chunks per slice spread
 // the work evenly; a slice holds at least one chunk).
