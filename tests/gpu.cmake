@@ -1,3 +1,5 @@
 # tests/gpu.cmake: the CUDA engine against the CPU engine (label gpu). Built in every build;
-# without CUDA or without a GPU it prints "waived: ..." and exits 77 (skipped).
-fp8sim_add_test(test_gemm_cuda SOURCES test_gemm_cuda.cpp LABELS gpu GPU TIMEOUT 900)
+# without CUDA or without a GPU it prints "waived: ..." and exits 77 (skipped). Its second
+# source: the K-parallel chunks at decode shapes.
+fp8sim_add_test(test_gemm_cuda SOURCES test_gemm_cuda.cpp test_gemm_cuda_kpar.cpp LABELS gpu GPU
+  TIMEOUT 900)

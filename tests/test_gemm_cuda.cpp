@@ -4,12 +4,13 @@
 //    e5m6) with scalings, both scale orders, promotion, C, output types and special-value
 //    inputs rotating through the grid; >= 1e7 outputs in all.
 // 2. Every capture under tests/data/hw replayed through the CUDA engine.
-// 3. Launch configuration and stream: the tiled kernel, the per-output kernel and a stream of
-//    its own give the same bits.
+// 3. Launch configuration and stream: the tiled kernel (K-parallel or not), the per-output
+//    kernel and a stream of its own give the same bits.
 // 4. The tiled kernels on adversarial operands, C and shapes (tiled_test).
 // 5. gemm() on host codes (copied to the device as codes, decoded there: gemm_resident's
 //    route) over the model grid on 8-bit-or-narrower formats, with scalings, C, bias, split-K,
 //    output types and special values rotating, and a bad code reported as the host reports it.
+// 6. K-parallel chunks at decode shapes, forced on and off (test_gemm_cuda_kpar.cpp).
 // Each is a Catch2 test case (tests/gpu_main.cpp: without a GPU, or without CUDA in the build,
 // the binary prints "waived: ..." and exits 77).
 // FP8SIM_SEED overrides the seed; the first mismatch is printed as one line.
@@ -30,77 +31,12 @@
 #include "model_grid.hpp"
 #include "io/replay.hpp"
 #include "base/rng.hpp"
+#include "gemm_cuda_util.hpp"
 
 using namespace fp8sim;
+using namespace fp8sim::gpu_test;
 
 namespace {
-
-std::uint64_t seed() {
-  const char* env = std::getenv("FP8SIM_SEED");
-  return env ? std::strtoull(env, nullptr, 0) : 20261123;
-}
-
-bool same(float x, float y) {
-  return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y) ||
-         (std::isnan(x) && std::isnan(y));
-}
-
-// Random codes: every code of the format equally likely, NaN/Inf kept at `special` per mille
-// (subnormals replaced by zeros where `subnormals` is false).
-Operand random_operand(const FormatSpec& f, int rows, int cols, std::uint64_t stream, int special,
-                       bool subnormals = true) {
-  std::vector<std::uint32_t> codes(std::size_t(rows) * cols);
-  for (std::size_t i = 0; i < codes.size(); ++i) {
-    const std::uint64_t r = random_u64(seed(), stream, i);
-    std::uint32_t c = static_cast<std::uint32_t>(r % code_count(f));
-    const auto cls = classify(f, c);
-    if ((cls == ValueClass::nan || cls == ValueClass::inf) && int((r >> 40) % 1000) >= special) c = 0;
-    if (cls == ValueClass::subnormal && !subnormals) c = 0;
-    codes[i] = c;
-  }
-  return decode_operand(f, rows, cols, std::span<const std::uint32_t>(codes));
-}
-
-std::vector<float> random_floats(std::size_t n, std::uint64_t stream, int lo, int hi) {
-  std::vector<float> v(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint64_t r = random_u64(seed(), stream, i);
-    v[i] = std::ldexp(1.0f + float(r % 1024) / 1024.0f, lo + int((r >> 20) % (hi - lo + 1))) *
-           ((r >> 40) & 1 ? -1.0f : 1.0f);
-  }
-  return v;
-}
-
-struct Tally {
-  std::size_t outputs = 0, configs = 0, bad = 0;
-  std::string first;
-};
-
-// Counts the outputs of one configuration and records the first mismatch.
-void tally(const std::vector<float>& cpu, const std::vector<float>& gpu, int N, Tally& t,
-           const std::string& what) {
-  ++t.configs;
-  t.outputs += cpu.size();
-  for (std::size_t i = 0; i < cpu.size(); ++i) {
-    if (same(cpu[i], gpu[i])) continue;
-    if (t.bad++ == 0)
-      t.first = fmt::format("seed={} {} output ({}, {}): cpu {:08x} cuda {:08x}", seed(), what,
-                            i / N, i % N, std::bit_cast<std::uint32_t>(cpu[i]),
-                            std::bit_cast<std::uint32_t>(gpu[i]));
-  }
-}
-
-// One configuration on both devices.
-void compare(GemmSpec s, const Operand& A, const Operand& B, const std::vector<float>& C,
-             const std::vector<float>& sa, const std::vector<float>& sb, Tally& t,
-             const std::string& what) {
-  std::vector<float> cpu(std::size_t(A.rows) * B.rows), gpu(cpu.size());
-  s.device = Device::cpu;
-  gemm(s, A, B, C, sa, sb, cpu);
-  s.device = Device::cuda;
-  gemm(s, A, B, C, sa, sb, gpu);
-  tally(cpu, gpu, B.rows, t, what);
-}
 
 int grid_test() {
   const auto models = test::model_grid();
@@ -329,49 +265,6 @@ int grid_test() {
   return t.bad == 0 && models.size() >= 150 && t.outputs >= 10'000'000 ? 0 : 1;
 }
 
-// Adversarial operands for the tiled kernels: each row one kind, chosen by row % 4 -- random
-// codes (specials at `special` per mille), the largest magnitudes with random signs (long
-// cancellations, sums at the top of the exactness bound), mostly zeros of both signs, the
-// smallest magnitudes (subnormals, the alignment floor).
-Operand adversarial_operand(const FormatSpec& f, int rows, int cols, std::uint64_t stream,
-                            int special) {
-  const std::uint32_t n = code_count(f), sign = n / 2;
-  std::vector<std::uint32_t> codes(std::size_t(rows) * cols);
-  for (int r = 0; r < rows; ++r)
-    for (int k = 0; k < cols; ++k) {
-      const std::size_t i = std::size_t(r) * cols + k;
-      const std::uint64_t x = random_u64(seed(), stream, i);
-      std::uint32_t c = static_cast<std::uint32_t>(x % n);
-      switch (r % 4) {
-        case 1: c = sign - 2 - std::uint32_t(x % 6); break;       // near the largest finite
-        case 2: c = (x >> 8) % 16 == 0 ? c : 0; break;            // mostly zeros
-        case 3: c = std::uint32_t(x % 12); break;                 // subnormals, smallest normals
-        default: break;
-      }
-      if (r % 4 != 0 && (x >> 32) & 1) c |= sign;                 // either sign, -0 included
-      const auto cls = classify(f, c);
-      if ((cls == ValueClass::nan || cls == ValueClass::inf) && int((x >> 40) % 1000) >= special)
-        c = 0;
-      codes[i] = c;
-    }
-  return decode_operand(f, rows, cols, std::span<const std::uint32_t>(codes));
-}
-
-// C for the tiled kernels: wide exponents (fp32 subnormals up to grids beyond float's range,
-// which send the output to the per-output kernel), zeros of both signs, Inf and NaN.
-std::vector<float> adversarial_c(std::size_t n, std::uint64_t stream) {
-  std::vector<float> v = random_floats(n, stream, -149, 125);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint64_t x = random_u64(seed(), stream + 7, i) % 64;
-    if (x == 0) v[i] = 0.0f;
-    if (x == 1) v[i] = -0.0f;
-    if (x == 2) v[i] = INFINITY;
-    if (x == 3) v[i] = NAN;
-    if (x >= 4 && x < 24) v[i] = std::ldexp(v[i], -std::ilogb(v[i]) + int(x % 9) - 4);  // near 1
-  }
-  return v;
-}
-
 // The tiled kernels (float steps: gemm_engine_tiled_f32.cuh; double steps) against the CPU
 // engine and against the per-output kernel, on adversarial operands and C, ragged shapes
 // (partial tiles, a K whose last slab is half full), skinny shapes, promotion every 32 / 128 /
@@ -415,12 +308,17 @@ int tiled_test() {
           "tiled model={} a={} b=e4m3 M={} N={} K={} promote={} scaling={} out={}", name, fa.name,
           sh.M, sh.N, sh.K, s.promote_every, to_string(s.scaling), s.out_type.name);
       compare(s, A, B, C, sa, sb, t, what);
-      // The per-output kernel everywhere gives the same bits as the tiled kernels.
+      // The per-output kernel everywhere gives the same bits as the tiled kernels, run over
+      // all of K (at these shapes gemm() runs them K-parallel: gemm_engine_kpar.cuh).
       if (s.scaling == Scaling::none) {
-        std::vector<float> tiled(std::size_t(sh.M) * sh.N), dot(tiled.size());
+        std::vector<float> tiled(std::size_t(sh.M) * sh.N), dot(tiled.size()), whole(tiled.size());
+        DeviceLaunch whole_k;
+        whole_k.k_parallel = -1;
         gemm_on_device(s, A, B, C, sa, sb, tiled, DeviceLaunch{0, false});
         gemm_on_device(s, A, B, C, sa, sb, dot, DeviceLaunch{1, false});
+        gemm_on_device(s, A, B, C, sa, sb, whole, whole_k);
         tally(dot, tiled, sh.N, t, what + " (per-output kernel vs tiled)");
+        tally(dot, whole, sh.N, t, what + " (per-output kernel vs tiled, whole K)");
       }
       ++config;
     }
@@ -577,13 +475,17 @@ int launch_test() {
     const Operand B = random_operand(format_by_name("e4m3"), N, K, stream++, 2);
     std::vector<float> base(std::size_t(M) * N), other(base.size());
     gemm_on_device(s, A, B, {}, {}, {}, base, DeviceLaunch{0, false});
-    for (const DeviceLaunch l : {DeviceLaunch{1, false}, DeviceLaunch{0, true}, DeviceLaunch{1, true}}) {
+    DeviceLaunch whole_k;  // the tiled kernels over all of K (not K-parallel)
+    whole_k.k_parallel = -1;
+    for (const DeviceLaunch l :
+         {DeviceLaunch{1, false}, DeviceLaunch{0, true}, DeviceLaunch{1, true}, whole_k}) {
       gemm_on_device(s, A, B, {}, {}, {}, other, l);
       for (std::size_t i = 0; i < base.size(); ++i)
         if (!same(base[i], other[i])) {
           if (bad++ == 0)
-            fmt::print("FAIL launch: seed={} model={} kernel={} own_stream={} output {}: {:08x} vs {:08x}\n",
-                       seed(), name, l.kernel, l.own_stream, i, std::bit_cast<std::uint32_t>(base[i]),
+            fmt::print("FAIL launch: seed={} model={} kernel={} own_stream={} k_parallel={} "
+                       "output {}: {:08x} vs {:08x}\n", seed(), name, l.kernel, l.own_stream,
+                       l.k_parallel, i, std::bit_cast<std::uint32_t>(base[i]),
                        std::bit_cast<std::uint32_t>(other[i]));
           break;
         }

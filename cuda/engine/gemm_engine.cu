@@ -8,6 +8,9 @@
 //                   products (no zero exponent that matters);
 //   tiled_group_sums  the FP4 block-scaled step on group sums (gemm_engine_tiled_gs.cuh:
 //                   kind::mxf4, kind::mxf4nvf4) on operands of small integers (e2m1);
+//   K-parallel    any of the three tiled kernels, when its grid is too small to fill the GPU
+//                 (decode shapes): chunks of K in parallel, then each output's promotion
+//                 chain in chunk order (gemm_engine_kpar.cuh); the same bits;
 //   dot_kernel    one thread per output through gemm_engine_step.cuh's dot_output (fast
 //                 steps where exact, group-sum steps for FP4 block-scaled models, reference
 //                 steps elsewhere): every other model, every output the tiled kernel hands
@@ -189,6 +192,15 @@ void launch_f32_shape(const Params& p, cudaStream_t st) {
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
         "shared memory limit");
   const dim3 grid((p.g.N + BN - 1) / BN, (p.g.M + BM - 1) / BM);
+  const long long blocks = static_cast<long long>(grid.x) * grid.y;
+  if (const int pass = gpu::k_parallel_pass(p, blocks, MINB, gpu::kTileBk)) {
+    gpu::run_k_parallel(p, pass, blocks, MINB, [&](const gpu::ChunkParts& cp, int slices) {
+      gpu::TileParams kp = tp;
+      kp.p.chunks = cp;
+      kernel<<<dim3(grid.x, grid.y, slices), (BM / TM) * (BN / TN), smem, st>>>(kp);
+    }, st);
+    return;
+  }
   kernel<<<grid, (BM / TM) * (BN / TN), smem, st>>>(tp);
   check(cudaGetLastError(), "tiled kernel launch");
 }
@@ -199,11 +211,14 @@ void launch_tiled_f32(const Params& p, cudaStream_t st) {
   // twice over; for fewer outputs (small M: skinny, decode-like GEMMs) smaller tiles and
   // thread tiles, for more threads (H100, 2026-11-25: 16x4096x7168 at 5.5e11 MAC/s with
   // 16 x 64 tiles against 2.9e11 with 64 x 64; 64x7168x16384 at 2.4e12 with 32 x 64 against
-  // 1.9e12). Every tile shape gives the same bits.
+  // 1.9e12). Where the 64 x 64 tiles run K-parallel (gemm_engine_kpar.cuh: chunks of K fill
+  // the GPU), smaller tiles only where M is at most 32 (less of the tile wasted on rows
+  // beyond M). Every tile shape gives the same bits.
   const long long big_blocks = (p.g.M + 63LL) / 64 * ((p.g.N + 63LL) / 64);
   if (big_blocks < 2LL * 3 * gpu::sm_count()) {
     if (p.g.M <= 16) return launch_f32_shape<G, RNE, MODE, 2, 2, 16, 64, 4>(p, st);
-    return launch_f32_shape<G, RNE, MODE, 4, 2, 32, 64, 3>(p, st);
+    if (p.g.M <= 32 || gpu::k_parallel_pass(p, big_blocks, 3, gpu::kTileBk) == 0)
+      return launch_f32_shape<G, RNE, MODE, 4, 2, 32, 64, 3>(p, st);
   }
   launch_f32_shape<G, RNE, MODE, 8, 4, 64, 64, 3>(p, st);
 }
@@ -233,7 +248,17 @@ void launch_tiled_f64(const Params& p, cudaStream_t st) {
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
         "shared memory limit");
   const dim3 grid((p.g.N + T::BN - 1) / T::BN, (p.g.M + T::BM - 1) / T::BM);
-  kernel<<<grid, (T::BM / T::TM) * (T::BN / T::TN), smem, st>>>(p);
+  constexpr int threads = (T::BM / T::TM) * (T::BN / T::TN), per_sm = 2;  // __launch_bounds__
+  const long long blocks = static_cast<long long>(grid.x) * grid.y;
+  if (const int pass = gpu::k_parallel_pass(p, blocks, per_sm, T::BK)) {
+    gpu::run_k_parallel(p, pass, blocks, per_sm, [&](const gpu::ChunkParts& cp, int slices) {
+      Params kp = p;
+      kp.chunks = cp;
+      kernel<<<dim3(grid.x, grid.y, slices), threads, smem, st>>>(kp);
+    }, st);
+    return;
+  }
+  kernel<<<grid, threads, smem, st>>>(p);
   check(cudaGetLastError(), "tiled kernel launch");
 }
 
@@ -264,7 +289,17 @@ void launch_group_sums_shape(const Params& p, cudaStream_t st) {
   prepare(gpu::prepare_group_operand<true>, g.B, g.N, g.b_unit, np, gp.b);
   check(cudaGetLastError(), "operand preparation launch");
   const dim3 grid((g.N + BN - 1) / BN, (g.M + BM - 1) / BM);
-  gpu::tiled_group_sums<TM, TN, BM, BN, MINB><<<grid, (BM / TM) * (BN / TN), 0, st>>>(gp);
+  const long long blocks = static_cast<long long>(grid.x) * grid.y;
+  auto kernel = gpu::tiled_group_sums<TM, TN, BM, BN, MINB>;
+  if (const int pass = gpu::k_parallel_pass(p, blocks, MINB, gpu::kGsStep)) {
+    gpu::run_k_parallel(p, pass, blocks, MINB, [&](const gpu::ChunkParts& cp, int slices) {
+      gpu::GroupParams kp = gp;
+      kp.p.chunks = cp;
+      kernel<<<dim3(grid.x, grid.y, slices), (BM / TM) * (BN / TN), 0, st>>>(kp);
+    }, st);
+    return;
+  }
+  kernel<<<grid, (BM / TM) * (BN / TN), 0, st>>>(gp);
   check(cudaGetLastError(), "tiled kernel launch");
 }
 
@@ -335,6 +370,8 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
   p.out_e8 = e8 && (m.output_rounding == kRz || m.output_rounding == kRne);
   p.out_drop = 52 - m.output.mantissa_bits;
   p.out_fp32_model = e8 && m.output.mantissa_bits == 23;
+  p.k_parallel = launch.k_parallel;
+  p.k_group = launch.k_group;
 
   const std::size_t outputs = std::size_t(g.M) * g.N;
   const std::size_t b_rows = g.batched ? std::size_t(g.M) : std::size_t(g.N);

@@ -19,6 +19,15 @@ constexpr int kNoExponent = -(1 << 30);
 // NaN payload no arithmetic produces).
 constexpr std::uint32_t kRedoBits = 0x7fa5a5a5u;
 
+// Where a K-parallel launch writes its chunks' partial results (gemm_engine_kpar.cuh): the
+// partial of chunk first + j of output i at out[j * M * N + i]; blockIdx.z's slice holds
+// chunks first + z * per_slice.. (at most per_slice, within first + count). out null: the
+// kernel runs all of K and promotes itself.
+struct ChunkParts {
+  float* out = nullptr;
+  int first = 0, count = 0, per_slice = 0;
+};
+
 // Everything a kernel needs, in device memory.
 struct Params {
   DeviceGemm g;               // A, B, C, sa, sb, D point to device memory
@@ -27,6 +36,9 @@ struct Params {
   int out_drop = 0;           // 52 - output mantissa bits
   bool redo_only = false;     // per-output kernel: only outputs holding kRedoBits
   bool out_fp32_model = false;  // the model's output is fp32 itself (c=add: one fp32 add)
+  ChunkParts chunks;          // a K-parallel slice's workspace (tiled kernels)
+  int k_parallel = 0;         // host only: DeviceLaunch::k_parallel
+  int k_group = 0;            // host only: DeviceLaunch::k_group
 };
 
 // The alignment exponent of an operand value (sim's decode_operand / operand_exponent).

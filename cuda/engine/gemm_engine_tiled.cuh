@@ -3,10 +3,12 @@
 // outputs from BM x BK / BN x BK tiles of A and B in shared memory, one fused step of G
 // products at a time, bit for bit as gemm_engine_step.cuh's fast_step. Outputs it cannot
 // finish exactly (special values, results below fp32's normal range, grids outside V's
-// range) get kRedoBits and are redone by the per-output kernel.
+// range) get kRedoBits and are redone by the per-output kernel. K-parallel (Params::chunks
+// set, gemm_engine_kpar.cuh): a block runs the chunks of slice blockIdx.z and writes each
+// chunk's partial instead of promoting it.
 #pragma once
 
-#include "engine/gemm_engine_step.cuh"
+#include "engine/gemm_engine_kpar.cuh"
 
 namespace fp8sim::gpu {
 
@@ -45,13 +47,14 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 2)
   const int M = g.M, N = g.N, K = g.K;
   const int chunk = g.promote_every == 0 ? K : g.promote_every;
   const bool join = m.c_entry == 0;
+  const KRange kr = slice_range(p.chunks, chunk, K);  // K-parallel: chunks a multiple of BK
 
   float acc[TM][TN];
-  unsigned redo = load_c_tile(g, m0 + ty * TM, n0 + tx * TN, acc);
+  unsigned redo = load_c_slice(g, kr, m0 + ty * TM, n0 + tx * TN, acc);
 #pragma unroll
   for (int i = 0; i < TM * TN; ++i) mainv[i][threadIdx.x] = main_start(g);
 
-  for (int k0 = 0; k0 < K; k0 += BK) {
+  for (int k0 = kr.begin; k0 < kr.end; k0 += BK) {
     for (int idx = threadIdx.x; idx < BM * BK; idx += NT) {
       const int r = idx / BK, kk = idx % BK, row = m0 + r, k = k0 + kk;
       const float v = row < M && k < K ? g.A[std::size_t(row) * K + k] : 0.0f;
@@ -133,7 +136,11 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 2)
             r = 0.0f;
           }
           acc[i][j] = r;
-          if (promote_now) {
+          if (promote_now && p.chunks.out != nullptr) {  // K-parallel: the chunk's partial
+            store_part(p.chunks, g, m0 + ty * TM + i, n0 + tx * TN + j, chunk_start, chunk, r,
+                       (redo >> (i * TN + j)) & 1u);
+            acc[i][j] = 0.0f;
+          } else if (promote_now) {
             const int row = min(m0 + ty * TM + i, M - 1), col = min(n0 + tx * TN + j, N - 1);
             float& mv = mainv[i * TN + j][threadIdx.x];
             mv = promote(p, mv, r, row, col, chunk_start);
@@ -143,6 +150,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 2)
     }
     __syncthreads();
   }
+  if (p.chunks.out != nullptr) return;
   store_d_tile<TM, TN>(p, m0 + ty * TM, n0 + tx * TN, redo,
                        [&](int i, int j) { return mainv[i * TN + j][threadIdx.x]; });
 }

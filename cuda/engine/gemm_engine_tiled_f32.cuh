@@ -21,11 +21,13 @@
 // their exponents and sign bits), so that a block's slab loads are 16-byte copies.
 // Outputs it cannot finish exactly (an Inf or NaN operand or C, grids outside float's range)
 // get kRedoBits and are redone by the per-output kernel, as with the generic tiled kernel.
+// K-parallel (Params::chunks set, gemm_engine_kpar.cuh): a block runs the chunks of slice
+// blockIdx.z and writes each chunk's partial instead of promoting it.
 #pragma once
 
 #include <type_traits>
 
-#include "engine/gemm_engine_step.cuh"
+#include "engine/gemm_engine_kpar.cuh"
 
 namespace fp8sim::gpu {
 
@@ -220,7 +222,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
   const int drop = p.out_drop - 29;  // 0 (an fp32 output) .. 23
   const unsigned low = (1u << drop) - 1u, odd_bit = drop > 0 ? 1u : 0u;
 
-  int next_promote = chunk;  // the K index ending the current chunk (chunk: a multiple of G)
+  const KRange kr = slice_range(p.chunks, chunk, K);  // K-parallel: chunks a multiple of BK
+  int next_promote = kr.begin + chunk;  // the K index ending the current chunk (a multiple of G)
   // Where the scales of the thread's rows and columns start (a_scale / b_scale's layout).
   unsigned a_base[TM], b_base[TN];
 #pragma unroll
@@ -232,12 +235,12 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
                           : unsigned(min(n0 + tx * TN + j, N - 1) / g.b_div) * unsigned(g.b_cols);
   float acc[TM][TN];
   // Outputs the per-output kernel redoes (non-finite C, overflow); grid_bad: all of them.
-  unsigned redo = load_c_tile(g, m0 + ty * TM, n0 + tx * TN, acc);
+  unsigned redo = load_c_slice(g, kr, m0 + ty * TM, n0 + tx * TN, acc);
   bool grid_bad = false;
 #pragma unroll
   for (int i = 0; i < TM * TN; ++i) mainv[i][threadIdx.x] = main_start(g);
 
-  for (int k0 = 0; k0 < K; k0 += BK) {
+  for (int k0 = kr.begin; k0 < kr.end; k0 += BK) {
     // 0. The slab: values, sign masks (all-ones for a negative value), exponents, sign bits.
     load_tile_slab<BM, NT, false, PAD>(tp.ta, m0, k0, As, Am, Ae, Abits);
     load_tile_slab<BN, NT, true, PAD>(tp.tb, n0, k0, Bs, Bm, Be, Bbits);
@@ -367,7 +370,17 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
         }
       // 4. Promotion (promote() of gemm_engine_step.cuh): each row's and column's scale read
       //    once for the thread's outputs.
-      if (promote_now) {
+      if (promote_now && p.chunks.out != nullptr) {  // K-parallel: the chunk's partials
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+          for (int j = 0; j < TN; ++j) {
+            store_part(p.chunks, g, m0 + ty * TM + i, n0 + tx * TN + j, next_promote - chunk,
+                       chunk, acc[i][j], grid_bad || (redo >> (i * TN + j)) & 1u);
+            acc[i][j] = 0.0f;
+          }
+        next_promote += chunk;
+      } else if (promote_now) {
         float xa[TM], xb[TN];
         if (g.scaled) {
           const int kb = g.scale_block == 0 ? 0 : (next_promote - chunk) / g.scale_block;
@@ -392,6 +405,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
     }
     __syncthreads();
   }
+  if (p.chunks.out != nullptr) return;
   store_d_tile<TM, TN>(p, m0 + ty * TM, n0 + tx * TN, grid_bad ? ~0u : redo,
                        [&](int i, int j) { return mainv[i * TN + j][threadIdx.x]; });
 }

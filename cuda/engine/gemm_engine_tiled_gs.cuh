@@ -14,7 +14,9 @@
 //               int64, cut toward zero, as the reference's cut of sum * sa * sb in doubles.
 // The operands are prepared once per GEMM (prepare_group_operand: int8 codes transposed in
 // words of 4 along K, and the words above). Outputs it cannot finish (a non-finite C, a step
-// that overflows) get kRedoBits and are redone by the per-output kernel.
+// that overflows) get kRedoBits and are redone by the per-output kernel. K-parallel
+// (Params::chunks set, gemm_engine_kpar.cuh): a block runs the chunks of slice blockIdx.z and
+// writes each chunk's partial instead of promoting it.
 #pragma once
 
 #include "engine/gemm_engine_tiled_f32.cuh"  // load_words
@@ -130,17 +132,18 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   const int K = g.K;
   const int chunk = g.promote_every == 0 ? K : g.promote_every;  // a multiple of the step
+  const KRange kr = slice_range(p.chunks, chunk, K);
 
   float acc[TM][TN], mainv[TM][TN];
   // Outputs the per-output kernel redoes (non-finite C, a step that overflows).
-  unsigned redo = load_c_tile(g, m0 + ty * TM, n0 + tx * TN, acc);
+  unsigned redo = load_c_slice(g, kr, m0 + ty * TM, n0 + tx * TN, acc);
 #pragma unroll
   for (int i = 0; i < TM; ++i)
 #pragma unroll
     for (int j = 0; j < TN; ++j) mainv[i][j] = main_start(g);
 
-  int next_promote = chunk;
-  for (int kb = 0; kb < K; kb += kGsStep) {
+  int next_promote = kr.begin + chunk;
+  for (int kb = kr.begin; kb < kr.end; kb += kGsStep) {
     load_group_slab<BM, NT, PAD>(gp.a, m0, kb, As, Ai);
     load_group_slab<BN, NT, PAD>(gp.b, n0, kb, Bs, Bi);
     __syncthreads();
@@ -230,7 +233,11 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
           r = 0.0f;
         }
         acc[i][j] = r;
-        if (promote_now) {
+        if (promote_now && p.chunks.out != nullptr) {  // K-parallel: the chunk's partial
+          store_part(p.chunks, g, m0 + ty * TM + i, n0 + tx * TN + j, next_promote - chunk,
+                     chunk, r, (redo >> (i * TN + j)) & 1u);
+          acc[i][j] = 0.0f;
+        } else if (promote_now) {
           mainv[i][j] = __fadd_rn(mainv[i][j], r);
           acc[i][j] = 0.0f;
         }
@@ -238,6 +245,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
     if (promote_now) next_promote += chunk;
     __syncthreads();
   }
+  if (p.chunks.out != nullptr) return;
   store_d_tile<TM, TN>(p, m0 + ty * TM, n0 + tx * TN, redo,
                        [&](int i, int j) { return mainv[i][j]; });
 }

@@ -120,6 +120,10 @@ struct DeviceLaunch {
   void* stream = nullptr;    // where set: this cudaStream_t (the caller's, e.g. torch's current
                              // stream), which overrides own_stream
   int device = -1;           // where >= 0: run on this CUDA device (resident operands' device)
+  // The tiled kernels' K-parallel chunks (cuda/engine/gemm_engine_kpar.cuh): 0 where the tiles
+  // alone cannot fill the GPU, 1 wherever the chunks allow it, -1 never.
+  int k_parallel = 0;
+  int k_group = 0;           // where > 0: at most this many chunks a pass (several passes)
 };
 
 // Runs g on the current CUDA device. Throws std::runtime_error("fp8sim was built without
