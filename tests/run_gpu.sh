@@ -7,6 +7,9 @@
 #   2. pytest on the GPU tests of tests/python (-m gpu; PYTEST_ARGS to choose others),
 #   3. cuda/capture/check_scaled_mm.py: fp8sim.torch.scaled_mm against live torch._scaled_mm on random
 #      shapes (N_SHAPES, default 300), bit for bit,
+#   4. the batch-invariance capture of this GPU model (tests/data/hw/invariance/<gpu>), checked
+#      with cuBLASLt's plans asked of this GPU (capture_invariance.py --plans cuda): every M
+#      predicted, every captured row the predicted one, every plan the captured trace's,
 # and writes each stage's log and a summary into OUT (default: gpu-out/). On a GPU machine
 # without this machine's Debian packages, give their staged copy (cuda/stage_deps.sh DIR) as
 # FP8SIM_DEPS=DIR. The exit code is non-zero when any stage failed.
@@ -45,6 +48,15 @@ tail -n 3 "$out/pytest.log"
 "$python" cuda/capture/check_scaled_mm.py --shapes "${N_SHAPES:-300}" --json "$out/scaled_mm.json" \
   > "$out/scaled_mm.log" 2>&1 || failed+=("scaled_mm")
 tail -n 4 "$out/scaled_mm.log"
+gpu_model="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 |
+  tr 'A-Z' 'a-z' | grep -oE 'h100|h200' | head -n 1)"
+if [ -n "$gpu_model" ] && [ -f "tests/data/hw/invariance/$gpu_model/manifest.json" ]; then
+  "$python" cuda/capture/capture_invariance.py --check-only "tests/data/hw/invariance/$gpu_model" \
+    --plans cuda > "$out/invariance.log" 2>&1 || failed+=("invariance")
+  tail -n 3 "$out/invariance.log"
+else
+  echo "run_gpu: invariance: no capture for this GPU model (${gpu_model:-unknown}): skipped"
+fi
 if ((${#failed[@]})); then
   echo "run_gpu: FAILED stages: ${failed[*]}"
   exit 1

@@ -168,3 +168,19 @@ def test_gpu_cuda_without_a_gpu_says_so():
     with pytest.raises(ValueError) as e:
         fp8sim.invariance(64, 256, "1", gpu="cuda", rows=False)
     assert "no CUDA GPU here to ask cuBLASLt" in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.gpu
+def test_gpu_cuda_asks_cublaslt_as_explain_does():
+    # On a GPU, gpu='cuda' takes each M's plan from cuBLASLt, as fp8sim.torch.explain asks it
+    # (the live check of a capture is tests/run_gpu.sh's invariance stage).
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from fp8sim.torch import explain
+    ms = [1, 5, 100, 300, 2048]
+    df = fp8sim.invariance(576, 7168, ms, out_type="f32", fast_accum=True, gpu="cuda", rows=False)
+    for p in df.attrs["points"]:
+        want = explain(p["m"], 576, 7168, out_dtype=torch.float32, use_fast_accum=True)
+        assert p["source"] == "gpu-query" and want.source == "gpu-query"
+        assert p["split_k"] == want.split_k, (p["m"], p["split_k"], want.split_k)
