@@ -36,9 +36,11 @@ void check_span(std::string_view what, std::size_t got, std::size_t want) {
 }
 
 // Scales a model applies inside the MMA must be values of its scale format (NaN included).
-// Formats of up to 16 bits: each scale's float bits looked up among the format's values
-// (every code decoded; a zero stands for both signs, as == compares), a million scales in
-// milliseconds; wider ones: each scale encoded and decoded.
+// Formats of up to 16 bits: the format's values (every code decoded; a zero stands for both
+// signs, as == compares) as float bits; where all of them have 16 zero low bits (up to 7
+// mantissa bits: e4m3, ue8m0, ...), a scale is looked up by its high 16 bits in a 64 Ki-bit
+// table (a few nanoseconds a scale, so that FP4 GEMMs' millions of scales cost milliseconds),
+// else among the sorted values; wider formats: each scale encoded and decoded.
 void check_block_scales(const GemmSpec& s, const FormatSpec& f, std::span<const float> sa,
                         std::span<const float> sb) {
   const bool table = total_bits(f) <= 16;
@@ -52,14 +54,19 @@ void check_block_scales(const GemmSpec& s, const FormatSpec& f, std::span<const 
     if (v == 0.0) values.push_back(std::bit_cast<std::uint32_t>(-float(v)));
   }
   std::sort(values.begin(), values.end());
+  const bool high_half = table && std::all_of(values.begin(), values.end(),
+                                              [](std::uint32_t b) { return (b & 0xffffu) == 0; });
+  std::vector<bool> high(high_half ? 1u << 16 : 0);
+  for (std::uint32_t b : values)
+    if (high_half) high[b >> 16] = true;
   const RoundingSpec exact{Rounding::rne, Overflow::nonsat, 32};
   const auto is_value = [&](float x) {
-    if (table)
-      return std::isnan(x) ? nan
-                           : std::binary_search(values.begin(), values.end(),
-                                                std::bit_cast<std::uint32_t>(x));
+    if (std::isnan(x)) return table ? nan : std::isnan(decode(f, encode(x, f, exact)));
+    const std::uint32_t b = std::bit_cast<std::uint32_t>(x);
+    if (high_half) return (b & 0xffffu) == 0 && high[b >> 16];
+    if (table) return std::binary_search(values.begin(), values.end(), b);
     const double back = decode(f, encode(x, f, exact));
-    return back == x || (std::isnan(back) && std::isnan(x));
+    return back == x;
   };
   for (const auto& [what, v] : {std::pair{"A scales", sa}, std::pair{"B scales", sb}})
     for (std::size_t i = 0; i < v.size(); ++i) {
