@@ -17,6 +17,11 @@ random codes and scales at every M, so that only the batch size and its plan are
             config JSON (--triton-configs FOLDER: vLLM's configs/ folder, the file named for
             N, K and this GPU) whose M key is nearest, else the wrapper's default config. The
             config and the instruction its PTX uses (wgmma / mma.sync) are recorded per M.
+  deepgemm  with --deepgemm DG_DIR: DeepGEMM's deep_gemm.fp8_gemm_nt (sm90_fp8_gemm_1d2d),
+            the Triton case's block-quantised row, bf16 out, the config DeepGEMM picked per M
+            (invariance_deepgemm.py: its build, parallel JIT warm-up and time budget).
+            --deepgemm-only captures it alone and merges it into the capture in --out (or
+            starts one there), leaving the cuBLASLt and Triton cases as they are.
 
 Stored compactly (tests/data/hw/invariance/<gpu>/): per shape the row's codes and scales,
 the weights' sha256 (the check draws them again), and per case the distinct row outputs (raw
@@ -27,6 +32,7 @@ carries the provenance (GPU, driver, CUDA, torch, Triton, git revision, seed, co
       [--shape 576x7168 --shape 4096x14336 --shape 7168x2048] [--m 1-4096 | --m 1,2,4] \\
       [--triton-upstream vllm=PATH/fp8_utils.py[,version=...,commit=...]] \\
       [--triton-configs PATH/vllm/model_executor/layers/quantization/utils/configs] [--check]
+      [--deepgemm DG_DIR [--deepgemm-commit SHA] [--deepgemm-only] [--deepgemm-budget S]]
 
 --check (also on a machine without a GPU: `--check-only DIR`) compares every captured row
 with the report's prediction: fp8sim.invariance gives the plan at each M (the GEMM options
@@ -48,6 +54,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -198,7 +205,7 @@ def check_capture(folder: str, log=print, plans: str = "tables") -> dict:
                 raise SystemExit(f"capture_invariance: {folder} {case['name']}: the row drawn "
                                  "here is not the captured one")
             rows = np.load(os.path.join(folder, case["rows"]))
-            captured = {m: rows[i] for m, i in zip(ms, case["m_index"]) if i >= 0}
+            captured = {m: rows[i] for m, i in zip(case.get("m", ms), case["m_index"]) if i >= 0}
             out = {"name": case["name"], "agree": 0, "refused": [], "mismatches": []}
             kw = dict(kernel=case["kernel"], gpu=gpu, out_type=case["out_type"],
                       scaling=case["scaling"], fast_accum=case.get("fast_accum", False),
@@ -282,7 +289,10 @@ def provenance() -> dict:
 
 
 def capture(args) -> int:
+    t_start = time.monotonic()
     sys.path.insert(0, HERE)
+    if args.deepgemm_only:
+        return capture_deepgemm_only(args, t_start)
     import capture_scaled_mm as csm  # sets CUBLASLT_LOG_LEVEL=5 before torch loads cuBLASLt
     import torch
     if not torch.cuda.is_available():
@@ -395,8 +405,46 @@ def capture(args) -> int:
                     "launch": per_m})
                 print(f"{name}: {len(uniq)} distinct rows over {len(ms)} M", flush=True)
         man["shapes"].append(entry)
+    if args.deepgemm:
+        import invariance_deepgemm as dgi
+        cases, man["deepgemm"] = dgi.capture(sys.modules[__name__], args, [
+            (e["n"], e["k"]) for e in man["shapes"]], ms, args.out, t_start, print)
+        for e in man["shapes"]:
+            e["cases"] += [cases[(e["n"], e["k"])]] if (e["n"], e["k"]) in cases else []
     with open(os.path.join(args.out, "manifest.json"), "w") as f:
         json.dump(man, f, indent=1)
+    return 0 if not args.check else (0 if check_capture(args.out, plans=args.plans)["ok"] else 1)
+
+
+def capture_deepgemm_only(args, t_start: float) -> int:
+    """The DeepGEMM case alone, merged into the capture in args.out (its M list unless --m)."""
+    import invariance_deepgemm as dgi
+    import torch
+    if not torch.cuda.is_available():
+        print("capture_invariance: no CUDA device", file=sys.stderr)
+        return 2
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "manifest.json")
+    old = None
+    if os.path.exists(path):
+        with open(path) as f:
+            old = json.load(f)
+    ms = parse_m(args.m) if args.m else (old["m"] if old else DEFAULT_M)
+    shapes = [parse_shape(s) for s in args.shape or ([] if old else DEFAULT_SHAPES)] or [
+        (e["n"], e["k"]) for e in old["shapes"]]
+    fresh = provenance()
+    fresh.update(fp8sim_capture_invariance=1, seed=args.seed, m=ms, git_revision=args.git_revision,
+                 generator="cuda/capture/capture_invariance.py " + " ".join(sys.argv[1:]),
+                 shapes=[], unsupported=[])
+    cases, prov = dgi.capture(sys.modules[__name__], args, shapes, ms, args.out, t_start, print)
+    if not cases:
+        print("capture_invariance: no DeepGEMM case captured (log above); nothing merged",
+              file=sys.stderr)
+        return 1
+    prov["device"], prov["driver"] = fresh["device"], fresh["driver"]
+    prov["torch"], prov["cuda"] = fresh["torch"], fresh["cuda"]
+    dgi.merge(args.out, cases, prov, fresh)
+    print(f"wrote {path}: {len(cases)} DeepGEMM cases ({time.monotonic() - t_start:.0f} s)")
     return 0 if not args.check else (0 if check_capture(args.out, plans=args.plans)["ok"] else 1)
 
 
@@ -414,7 +462,18 @@ def main() -> int:
     ap.add_argument("--plans", default="tables", choices=("tables", "cuda", "traced"),
                     help="cuBLASLt's plans for the check: the recorded tables (default), asked "
                     "of this machine's GPU, or the captured calls' traces")
+    ap.add_argument("--deepgemm", default="", help="DeepGEMM source tree (built in place if "
+                    "needed)")
+    ap.add_argument("--deepgemm-commit", default="", help="its commit, for the manifest")
+    ap.add_argument("--deepgemm-only", action="store_true", help="only the DeepGEMM case, merged "
+                    "into the capture in --out")
+    ap.add_argument("--deepgemm-jobs", type=int, default=os.cpu_count() or 8,
+                    help="processes JIT-compiling DeepGEMM's kernels before the capture")
+    ap.add_argument("--deepgemm-budget", type=float, default=480, help="seconds from the start "
+                    "after which M not yet compiled are left out of the DeepGEMM case")
     args = ap.parse_args()
+    if args.deepgemm_only and not args.deepgemm:
+        ap.error("--deepgemm-only needs --deepgemm DG_DIR")
     if args.check_only:
         return 0 if check_capture(args.check_only, plans=args.plans)["ok"] else 1
     if not args.out:

@@ -2,6 +2,8 @@
 #   - its CPU parts: the M list, the operand draws and quantisation, the compact row store,
 #     vLLM's nearest-M config rule, and the check itself on a capture fp8sim writes (it passes)
 #     and on one whose row moves where the report predicts none (it fails, naming the M);
+#   - the DeepGEMM case (invariance_deepgemm.py): its config line, warm-up order, merge into
+#     a capture, and the check of a row that must not move across M (and one that does);
 #   - every capture under tests/data/hw/invariance/ against the report: every change of the
 #     row across M predicted, none predicted that did not happen (waived until captured).
 import glob
@@ -125,6 +127,83 @@ def test_check_refuses_weights_it_cannot_draw_again(tmp_path):
         ci.check_capture(str(tmp_path / "c"), log=lambda *_: None)
 
 
+spec_dg = importlib.util.spec_from_file_location(
+    "invariance_deepgemm", os.path.join(ROOT, "cuda", "capture", "invariance_deepgemm.py"))
+dgi = importlib.util.module_from_spec(spec_dg)
+spec_dg.loader.exec_module(dgi)
+
+# One config line as DeepGEMM 2.6.1 printed it on the H100 (DG_PRINT_CONFIGS, 1x128x128 case of
+# tests/data/hw/kernels/deepgemm_sm90_1d2d/manifest.json).
+DG_LINE = ("GemmDesc(gemm_type=0, kernel_type=1, m=1, n=128, k=128, num_groups=1, major_a=0, "
+           "cd_dtype=BFloat16, num_sms=132, tc_util=100, compiled_dims=nk): GemmConfig(layout="
+           "Layout(swap_ab=0, block_m=16, block_n=16, block_k=128, cluster_m=1, cluster_n=1), "
+           "storage_config=StorageConfig(load_block_m=16, load_block_n=16, store_block_m=16, "
+           "store_block_n=16, swizzle_a_mode=128, swizzle_b_mode=128, swizzle_cd_mode=32), "
+           "pipeline_config=PipelineConfig(smem_size=68872, num_stages=16), launch_config="
+           "LaunchConfig(num_sms=132, num_sms_per_cluster=1, num_threads=256)), "
+           "LayoutInfo(num_waves=1, last_wave_util=8, num_cycles=115)")
+
+
+def test_deepgemm_config_line_and_warm_order():
+    assert dgi.parse_config("NVCC warning\n" + DG_LINE + "\n") == {
+        "block_m": 16, "block_n": 16, "block_k": 128, "cluster_m": 1, "cluster_n": 1,
+        "swap_ab": 0, "num_stages": 16, "num_sms": 132, "num_waves": 1, "last_wave_util": 8}
+    assert dgi.parse_config("nothing printed") is None
+    order = dgi.spread(ci.DEFAULT_M)
+    assert sorted(order) == ci.DEFAULT_M  # every M once
+    assert order[:3] == [1, 4096, ci.DEFAULT_M[(len(ci.DEFAULT_M) - 1) // 2]]  # then the middle
+
+
+def fake_deepgemm(folder, ms, moved=(), n=576, k=7168, seed=37):
+    """A DeepGEMM case as invariance_deepgemm writes it, merged into the capture in folder:
+    the row computed by fp8sim.gemm under the preset, or at the M of `moved` under another
+    arithmetic (promotion every 32 K in place of 128: a kernel the report does not predict)."""
+    a, b = ci.draws(seed, n, k)
+    q = ci.quantise(a, b, "block")
+    base = dict(a_scales=q["sa"], b_scales=q["sb"], out_type="bf16", scaling="block", block=128)
+    preset = fp8sim.gemm(q["a"][None, :], q["b"], kernel="deepgemm-sm90-1d2d", **base)[0]
+    other = fp8sim.gemm(q["a"][None, :], q["b"], model="hopper-wgmma", promote_every=32,
+                        scale_order="deepgemm", **base)[0]
+    assert (ci.row_bits(preset, "bf16") != ci.row_bits(other, "bf16")).sum() > 0  # it can fail
+    uniq, index = ci.compact([ci.row_bits(other if m in moved else preset, "bf16") for m in ms])
+    name = f"deepgemm_{n}x{k}_block_bf16"
+    np.save(os.path.join(folder, name + "_rows.npy"), uniq)
+    np.save(os.path.join(folder, f"{n}x{k}_block_a.npy"), q["a"])
+    case = {"name": name, "kernel": dgi.KERNEL, "scaling": "block", "out_type": "bf16",
+            "a": f"{n}x{k}_block_a.npy", "sa": q["sa"].tolist(),
+            "b_sha256": ci.sha256(q["b"].tobytes()), "rows": name + "_rows.npy", "m": ms,
+            "m_index": index, "launch": {str(m): {"block_m": 64} for m in ms}, "not_captured": {}}
+    return dgi.merge(folder, {(n, k): case}, {"commit": "fake"},
+                     {"gpu": "h100", "seed": seed, "m": ms})
+
+
+def test_deepgemm_case_checked_and_merged(tmp_path):
+    # Beside a cuBLASLt case of 6 M, DeepGEMM's of 5 other M (its own "m" list): the report
+    # predicts one preset at every M, so the row must be the same bits at every M.
+    folder = str(tmp_path / "good")
+    fake_capture(folder, [1, 2, 4, 8, 256, 512], lambda m: 2 if m < 256 else 1)
+    dg_ms = [1, 17, 300, 2048, 4096]
+    man = fake_deepgemm(folder, dg_ms)
+    fake_deepgemm(folder, dg_ms)  # merged again: replaced, not added
+    man = json.loads((tmp_path / "good" / "manifest.json").read_text())
+    assert [c["kernel"] for c in man["shapes"][0]["cases"]] == ["cublaslt", dgi.KERNEL]
+    r = ci.check_capture(folder, log=lambda *_: None)
+    dg = r["cases"][1]
+    assert r["ok"] and dg["agree"] == len(dg_ms) and dg["captured_changes"] == 0, r
+    # The GPU's row moved at M = 17 (another arithmetic): the check names that M (the case's
+    # own M, not the capture's list).
+    folder = str(tmp_path / "bad")
+    fake_capture(folder, [1, 2, 4, 8, 256, 512], lambda m: 2 if m < 256 else 1)
+    fake_deepgemm(folder, dg_ms, moved=(17,))
+    r = ci.check_capture(folder, log=lambda *_: None)
+    lines = r["cases"][1]["mismatches"]
+    assert not r["ok"] and len(lines) == 1 and r["cases"][1]["captured_changes"] == 2
+    assert lines[0].startswith("deepgemm_576x7168_block_bf16 M=17: predicted preset"), lines
+    # A capture of another seed is not merged into this one.
+    with pytest.raises(SystemExit, match="seed 37"):
+        dgi.merge(folder, {}, {}, {"seed": 38})
+
+
 CAPTURES = sorted(glob.glob(os.path.join(ROOT, "tests", "data", "hw", "invariance", "*", "manifest.json")))
 
 
@@ -151,4 +230,8 @@ def test_capture_without_a_gpu_says_so(tmp_path):
         pytest.skip("a GPU is here: the capture itself would run")
     r = subprocess.run([sys.executable, os.path.join(ROOT, "cuda", "capture", "capture_invariance.py"),
                         "--out", str(tmp_path / "cap")], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.strip() == "capture_invariance: no CUDA device"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "cuda", "capture", "capture_invariance.py"),
+                        "--out", str(tmp_path / "cap"), "--deepgemm", str(tmp_path / "dg"),
+                        "--deepgemm-only"], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.strip() == "capture_invariance: no CUDA device"
