@@ -27,13 +27,15 @@ sim/kernel/cublaslt_rule.cpp, which reads the constants this writes):
      (step 5 and the table then answer calls with a bias too; steps 1 to 4 always do), less
      the groups in the table's split_rule "bias_withdrawn" (a counterexample recorded elsewhere,
      e.g. tensor scales: tests/data/cublaslt_random_h100.json's 36x512x11200).
-  7. the fill boxes: in the split zone (steps 1 to 3 leave S_max = min(S0(K), workspace slices)
-     >= 2), where the output is covered by few of cuBLASLt's smallest split-K tiles (64x8 in its
-     column-major view: T = ceil(N/64) * ceil(M/8)) even at the most slices, cuBLASLt takes the
-     most slices: S = S_max. Boxes "S_max <= r and T * S_max <= c", each the largest with no
-     counterexample among the table's points and the traced calls (of every variant given:
-     tensor scales; block scales break it at T * S_max = 16), bounded by the largest C and S_max
-     seen exact; "pinned_by" names the counterexample that bounds each.
+  7. the fill boxes (the rule's step 6): in the split zone (steps 1 to 3 leave
+     S_max = min(S0(K), workspace slices) >= 2), where the output is covered by few of
+     cuBLASLt's smallest split-K tiles (64x8 in its column-major view: T = ceil(N/64) *
+     ceil(M/8)) even at the most slices, cuBLASLt takes the most slices: S = S_max. Boxes
+     "S_max <= r and T * S_max <= c", each the largest with no counterexample among the
+     table's points and the traced calls (of every variant given: tensor scales; block scales
+     break it at T * S_max = 16), bounded by the largest C and S_max seen exact; "pinned_by"
+     names the counterexample that bounds each. Only with --fill-traced: boxes read off the
+     grid and the 320-shape traced sets alone overreach (on the H100, wrong at 82 random calls).
 Then it runs the rule (rule_split below, the same steps as the C++) over every recorded point,
 with the point's K, then its M, left out of step 5, and over each traced file, and prints per
 variant: exact, wrong, undecided. --write stores the constants in the table's JSON ("split_rule"), which
@@ -149,7 +151,7 @@ FILL_STEPS = (2, 4, 8, 16, 32, None)  # the S_max bounds of the boxes (None: the
 
 
 def fill_measure(m, n, k, r: dict):
-    """(S_max, C) of step 7: the most slices steps 2 and 3 allow, and the CTAs of 64x8 tiles
+    """(S_max, C) of step 6: the most slices steps 2 and 3 allow, and the CTAs of 64x8 tiles
     that many slices launch. Works on numbers and numpy arrays alike."""
     s_max = np.minimum(np.maximum(1, -(-k // r["slice_floor_k"]) - 1),
                        (r["workspace_limit"] - r["workspace_header"]) // (
@@ -158,7 +160,7 @@ def fill_measure(m, n, k, r: dict):
 
 
 def derive_fill(points: dict, r: dict) -> dict:
-    """Step 7's boxes from points {'src': (m, n, k, split, group, bias)} of tensor-scaled calls
+    """Step 6's boxes from points {'src': (m, n, k, split, group, bias)} of tensor-scaled calls
     in the split zone: per bound r in FILL_STEPS, the largest c with S = S_max at every point
     with S_max <= r and C <= c. Also the groups (and bias dtypes) the boxes were seen exact for."""
     m, n, k, split = (np.concatenate([p[i] for p in points.values()]) for i in range(4))
@@ -212,7 +214,8 @@ def fill_points_of(doc, m, n, k, split, traced: list) -> dict:
         with open(path) as f:
             h = json.load(f)
         fi = {name: i for i, name in enumerate(h["fields"])}
-        rows = [row for row in h["cases"] if row[fi["error"]] is None and row[fi["scale"]] == "tensor"]
+        rows = [row for row in h["cases"]
+                if row[fi["error"]] is None and row[fi["scale"]] == "tensor"]
         if not rows:
             continue
         col = lambda name: [row[fi[name]] for row in rows]  # noqa: E731
@@ -225,7 +228,7 @@ def fill_points_of(doc, m, n, k, split, traced: list) -> dict:
 
 
 def fill_split(c: dict, r: dict):
-    """Step 7 for call c: S_max inside a box of a group it was seen for, else None."""
+    """Step 6 for call c: S_max inside a box of a group it was seen for, else None."""
     if "fill_boxes" not in r or c["scale"] != "tensor":
         return None
     g = f"{c['out']} {c['scale']}"
@@ -296,7 +299,7 @@ def check_table(doc, m, n, k, split, kernel, r) -> dict:
             cap = (r["workspace_limit"] - r["workspace_header"]) // (
                 4 * mm * np.maximum(nn, r["partial_n_min"]))
             dec[cap <= 1] = 1
-            # step 7: the fill boxes (tensor scales, the groups they were seen exact for).
+            # step 6: the fill boxes (tensor scales, the groups they were seen exact for).
             if scale == "tensor" and g in r.get("fill_groups", []):
                 s_max, cc = fill_measure(mm, nn, kk, r)
                 box = np.zeros(S.shape, dtype=bool)
@@ -358,7 +361,7 @@ def main(argv=None) -> int:
     ap.add_argument("--traced", action="append", default=[],
                     help="traced calls (record_cublaslt_plans.py --traced) to check the rule on")
     ap.add_argument("--fill-traced", action="append", default=[],
-                    help="traced random calls to derive step 7's fill boxes from (with the table "
+                    help="traced random calls to derive step 6's fill boxes from (with the table "
                          "and --traced; checked like --traced, but no bias evidence): thousands "
                          "in the split zone are needed, boxes read off the grid alone overreach")
     ap.add_argument("--write", action="store_true",
@@ -382,7 +385,8 @@ def main(argv=None) -> int:
     r["bias_pinned_by"] = {g: f"{calls} traced calls with a bias, {changed} split otherwise"
                            for g, (calls, changed) in sorted(evidence.items())}
     if args.fill_traced:
-        r.update(derive_fill(fill_points_of(doc, m, n, k, split, args.traced + args.fill_traced), r))
+        points = fill_points_of(doc, m, n, k, split, args.traced + args.fill_traced)
+        r.update(derive_fill(points, r))
     print(f"table {args.table}: {doc['provenance'].get('gpu')}, cuBLASLt "
           f"{doc['provenance'].get('cublaslt_version')}")
     for key in ("fast_same_split", "never_split_scales", "slice_floor_k", "slice_floor_pinned_by",

@@ -129,7 +129,7 @@ SplitRuleAnswer cublaslt_split_rule(const ScaledMmCall& c, const SplitRuleConsta
   if (ws_slices <= 1)
     return {1, fmt::format("two slices of {} x {} floats do not fit the {}-byte workspace", c.m,
                            std::max(c.n, r.partial_n_min), r.workspace_limit)};
-  // 7 (taken before 4: it holds for every variant it was seen for, a bias included). The fill
+  // 6 (taken before 4: it holds for every variant it was seen for, a bias included). The fill
   //    boxes: where even at the most slices the output is covered by few CTAs, cuBLASLt takes
   //    the most slices, S = S_max = min(S0(K), workspace slices). "Few" is measured in tiles
   //    of cuBLASLt's smallest split-K tile (64x8 in its column-major view, i.e. 64 of torch's N

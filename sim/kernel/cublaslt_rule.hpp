@@ -31,7 +31,7 @@ struct SplitRuleConstants {
   long long workspace_header = 0;  // bytes a split needs besides its partial results (16)
   int partial_n_min = 0;           // a slice's partial result is M x max(N, this) floats (32)
   std::vector<int> m_axis, n_axis, k_axis;      // the recorded M, N, K, ascending
-  // Step 7, the fill boxes (absent: the step decides nothing). A call in the split zone whose
+  // Step 6, the fill boxes (absent: the step decides nothing). A call in the split zone whose
   // output, covered by tiles of fill_tile (torch's N x torch's M: cuBLASLt's smallest split-K
   // tile, 64x8 in its column-major view), launches C = tiles x S_max CTAs at S_max slices (the
   // most steps 2 and 3 allow) takes S_max when S_max <= box[0] and C <= box[1] for a box.

@@ -53,9 +53,10 @@ def test_derive_on_random_calls_of_every_variant_is_wrong_nowhere(capsys):
 
 
 def test_derive_fill_finds_the_stored_boxes_and_is_wrong_nowhere(capsys):
-    # Step 7's boxes, from the H100 table and its 72,000 traced calls (both halves of the 11,000
-    # random shapes): what --fill-traced derives is what the table stores, every box stops below a
-    # counterexample, and the rule with them is wrong nowhere.
+    # The fill boxes (the rule's step 6), from the H100 table and 77,286 traced calls (both
+    # halves of the 11,000 random shapes among them): what --fill-traced derives is what the
+    # table stores, every box stops below a counterexample, and the rule with them is wrong
+    # nowhere.
     derive = load("derive_cublaslt_rule")
     table = os.path.join(ROOT, "sim", "data", "cublaslt_plans_h100.json")
     traced = [os.path.join(ROOT, "tests", "data", f"cublaslt_{s}_h100.json")
