@@ -14,6 +14,7 @@
 
 #include "kernel/cublaslt_plan.hpp"
 #include "kernel/cublaslt_rule.hpp"
+#include "kernel/plan_table.hpp"
 
 using namespace fp8sim;
 using nlohmann::json;
@@ -357,4 +358,25 @@ TEST_CASE("split rule: shapes far outside the grid neither overflow nor split", 
   CHECK(a.split_k == 1);  // the workspace holds no two slices of M x N floats
   c.m = 1, c.n = 16;      // the split zone, beyond the recorded K: not decided
   CHECK(cublaslt_split_rule(c, cublaslt_split_rule_constants("h100"), {}).split_k == 0);
+}
+
+TEST_CASE("split rule: malformed fill boxes are refused in one line", "[unit]") {
+  // The H100 table's constants, each fill field broken in turn: the reader names the problem.
+  const json& good = plan_table("h100").meta;
+  CHECK(split_rule_constants(good).fill_boxes.size() == 5);
+  auto broken = [&](const char* key, const json& value) {
+    json t = good;
+    t["split_rule"][key] = value;
+    return t;
+  };
+  CHECK_THROWS_WITH(split_rule_constants(broken("fill_boxes", json::parse("[[1, 40]]"))),
+                    Catch::Contains("malformed fill box"));
+  CHECK_THROWS_WITH(split_rule_constants(broken("fill_boxes", json::parse("[[8]]"))),
+                    Catch::Contains("malformed fill box"));
+  CHECK_THROWS_WITH(split_rule_constants(broken("fill_tile", json::parse("[64]"))),
+                    Catch::Contains("fill_tile"));
+  CHECK_THROWS_WITH(split_rule_constants(broken("fill_pinned_by", json::array())),
+                    Catch::Contains("fill_pinned_by"));
+  CHECK_THROWS_WITH(split_rule_constants(broken("fill_groups", "bf16 tensor")),
+                    Catch::Contains("split_rule"));
 }

@@ -33,7 +33,7 @@ sim/kernel/cublaslt_rule.cpp, which reads the constants this writes):
      ceil(M/8)) even at the most slices, cuBLASLt takes the most slices: S = S_max. Boxes
      "S_max <= r and T * S_max <= c", each the largest with no counterexample among the
      table's points and the traced calls (of every variant given: tensor scales; block scales
-     break it at T * S_max = 16), bounded by the largest C and S_max seen exact; "pinned_by"
+     break it at T * S_max = 14), bounded by the largest C and S_max seen exact; "pinned_by"
      names the counterexample that bounds each. Only with --fill-traced: boxes read off the
      grid and the 320-shape traced sets alone overreach (on the H100, wrong at 82 random calls).
 Then it runs the rule (rule_split below, the same steps as the C++) over every recorded point,

@@ -140,7 +140,7 @@ SplitRuleAnswer cublaslt_split_rule(const ScaledMmCall& c, const SplitRuleConsta
   //    and 78, <= 16 and 63, or <= 32 and 42; each box stops below a counterexample (the
   //    table's fill_pinned_by: e.g. 14x64x56608, e4m3 out, S_max 22 and C 44, cuBLASLt 21).
   //    Beyond them cuBLASLt often takes fewer slices (one wave of 132 SMs is not its bound:
-  //    1x512x32768 runs 8 tiles x 9 slices where 12 fit). Block scales break it at C = 16
+  //    1x512x32768 runs 8 tiles x 9 slices where 12 fit). Block scales break it at C = 14
   //    (8x16x36864: 13 slices of 14), so the boxes are for the groups in fill_groups only.
   if (!r.fill_boxes.empty() && contains(r.fill_groups, group) &&
       (!c.bias || contains(r.fill_bias, group))) {

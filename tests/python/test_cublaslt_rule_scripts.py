@@ -76,7 +76,7 @@ def test_derive_fill_finds_the_stored_boxes_and_is_wrong_nowhere(capsys):
         mm, nn, kk = (int(x) for x in why.split()[0].split("x"))
         s_max, c = derive.fill_measure(mm, nn, kk, r)
         assert s_max <= s_cap and c > c_cap  # the counterexample lies just outside the box
-    # Block scales are not in the boxes (they break them at 16 CTAs), nor is the H200 (no
+    # Block scales are not in the boxes (they break them at 14 CTAs), nor is the H200 (no
     # random calls recorded on it to bound boxes with).
     assert all(g.endswith(" tensor") for g in fill["fill_groups"])
     with open(os.path.join(ROOT, "sim", "data", "cublaslt_plans_h200.json")) as f:
