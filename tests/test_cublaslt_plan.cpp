@@ -14,6 +14,7 @@
 
 #include "kernel/cublaslt_plan.hpp"
 #include "kernel/cublaslt_rule.hpp"
+#include "kernel/plan_table.hpp"
 
 using namespace fp8sim;
 using nlohmann::json;
@@ -284,11 +285,62 @@ TEST_CASE("split rule: every traced call (held out and at grid points), never wr
   }
 }
 
+TEST_CASE("split rule: the fill boxes at every random call recorded, never wrong", "[golden]") {
+  // Both halves of the 11,000 random H100 shapes (every variant) the boxes were derived from,
+  // with the grid (checked above): at every call the boxes decide, cuBLASLt took S_max.
+  const SplitRuleConstants& rule = cublaslt_split_rule_constants("h100");
+  REQUIRE(rule.fill_boxes.size() == rule.fill_pinned_by.size());
+  REQUIRE(!rule.fill_boxes.empty());
+  long filled = 0, wrong = 0, calls = 0;
+  for (const char* set : {"random", "random_odd"}) {
+    const json traced = read_json(fmt::format("cublaslt_{}_h100.json", set));
+    const auto fields = traced.at("fields").get<std::vector<std::string>>();
+    auto at = [&](const json& row, const char* name) -> const json& {
+      return row.at(std::find(fields.begin(), fields.end(), name) - fields.begin());
+    };
+    for (const json& row : traced.at("cases")) {
+      ScaledMmCall c;
+      c.m = at(row, "m").get<int>(), c.n = at(row, "n").get<int>(), c.k = at(row, "k").get<int>();
+      c.out = at(row, "out").get<std::string>();
+      c.scale = at(row, "scale").get<std::string>();
+      c.fast = at(row, "fast").get<bool>();
+      c.bias = !at(row, "bias").is_null();
+      const int want = std::max(1, at(row, "split_k").get<int>());
+      const SplitRuleAnswer a = cublaslt_split_rule(c, rule, {});
+      ++calls;
+      if (a.why.find("fill box") == std::string::npos) continue;
+      ++filled;
+      if (a.split_k != want && wrong++ < 5)
+        FAIL_CHECK(fmt::format("h100 {} {}x{}x{} {} {} fast{}{}: rule {} ({}), cuBLASLt {}", set,
+                               c.m, c.n, c.k, c.out, c.scale, int(c.fast), c.bias ? " bias" : "",
+                               a.split_k, a.why, want));
+    }
+  }
+  fmt::print("h100 random: {} calls, {} decided by the fill boxes, {} wrong\n", calls, filled,
+             wrong);
+  CHECK(calls == 34413 + 33274);
+  CHECK(wrong == 0);
+  CHECK(filled > 9000);  // 9,888 (of 67,687) when derived
+  // The boxes' counterexamples lie outside them: e.g. 14x64x56608, e4m3 out (S_max 22, 44
+  // CTAs of 64x8 tiles), where cuBLASLt cuts 21 slices.
+  ScaledMmCall c;
+  c.m = 14, c.n = 64, c.k = 56608, c.out = "e4m3";
+  CHECK(cublaslt_split_rule(c, rule, {}).split_k == 0);
+  c.m = 13;  // 2 tiles of 8 rows still, 22 slices: outside the boxes too
+  CHECK(cublaslt_split_rule(c, rule, {}).split_k == 0);
+  c.m = 8;  // one tile, 22 CTAs: inside, the rule answers S_max
+  CHECK(cublaslt_split_rule(c, rule, {}).split_k == 22);
+  // The H200's table has no random calls to bound boxes with: no fill boxes, nothing decided.
+  CHECK(cublaslt_split_rule_constants("h200").fill_boxes.empty());
+}
+
 TEST_CASE("split rule: what it decides and refuses at the shapes issue 35 names", "[unit]") {
   ScaledMmCall c;
   c.m = 1, c.n = 2160, c.k = 5280, c.out = "bf16", c.fast = true;  // cuBLASLt splits it in two
-  CHECK_THROWS_WITH(cublaslt_plan("h100", c), Catch::Contains("split zone"));
-  c.m = 12, c.n = 3072, c.k = 5312;  // likewise: the old K < 5376 rule answered 1, wrongly
+  const CublasltPlan two = cublaslt_plan("h100", c);  // 34 tiles x 2 slices: a fill box
+  CHECK(two.split_k == 2);
+  CHECK_THAT(two.why, Catch::Contains("fill box"));
+  c.m = 12, c.n = 3072, c.k = 5312;  // likewise split in two, but 192 CTAs: refused
   CHECK_THROWS_WITH(cublaslt_plan("h100", c), Catch::Contains("split zone"));
   c.m = 128, c.n = 128, c.k = 256, c.out = "f16", c.bias = true;  // cannot split: K <= 5120
   const CublasltPlan p = cublaslt_plan("h100", c);
@@ -306,4 +358,25 @@ TEST_CASE("split rule: shapes far outside the grid neither overflow nor split", 
   CHECK(a.split_k == 1);  // the workspace holds no two slices of M x N floats
   c.m = 1, c.n = 16;      // the split zone, beyond the recorded K: not decided
   CHECK(cublaslt_split_rule(c, cublaslt_split_rule_constants("h100"), {}).split_k == 0);
+}
+
+TEST_CASE("split rule: malformed fill boxes are refused in one line", "[unit]") {
+  // The H100 table's constants, each fill field broken in turn: the reader names the problem.
+  const json& good = plan_table("h100").meta;
+  CHECK(split_rule_constants(good).fill_boxes.size() == 5);
+  auto broken = [&](const char* key, const json& value) {
+    json t = good;
+    t["split_rule"][key] = value;
+    return t;
+  };
+  CHECK_THROWS_WITH(split_rule_constants(broken("fill_boxes", json::parse("[[1, 40]]"))),
+                    Catch::Contains("malformed fill box"));
+  CHECK_THROWS_WITH(split_rule_constants(broken("fill_boxes", json::parse("[[8]]"))),
+                    Catch::Contains("malformed fill box"));
+  CHECK_THROWS_WITH(split_rule_constants(broken("fill_tile", json::parse("[64]"))),
+                    Catch::Contains("fill_tile"));
+  CHECK_THROWS_WITH(split_rule_constants(broken("fill_pinned_by", json::array())),
+                    Catch::Contains("fill_pinned_by"));
+  CHECK_THROWS_WITH(split_rule_constants(broken("fill_groups", "bf16 tensor")),
+                    Catch::Contains("split_rule"));
 }

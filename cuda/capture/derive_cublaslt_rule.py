@@ -3,7 +3,8 @@ table and checked on it and on traced held-out calls; numpy only, no GPU.
 
     python3 cuda/capture/derive_cublaslt_rule.py --table sim/data/cublaslt_plans_h100.json \
         --traced tests/data/cublaslt_heldout_h100.json [--traced tests/data/cublaslt_gridcheck_h100.json] \
-        [--write]
+        [--fill-traced tests/data/cublaslt_random_h100.json \
+         --fill-traced tests/data/cublaslt_random_odd_h100.json] [--write]
 
 What it derives from the table (each with the recorded points that pin it; the rule itself is
 sim/kernel/cublaslt_rule.cpp, which reads the constants this writes):
@@ -26,6 +27,15 @@ sim/kernel/cublaslt_rule.cpp, which reads the constants this writes):
      (step 5 and the table then answer calls with a bias too; steps 1 to 4 always do), less
      the groups in the table's split_rule "bias_withdrawn" (a counterexample recorded elsewhere,
      e.g. tensor scales: tests/data/cublaslt_random_h100.json's 36x512x11200).
+  7. the fill boxes (the rule's step 6): in the split zone (steps 1 to 3 leave
+     S_max = min(S0(K), workspace slices) >= 2), where the output is covered by few of
+     cuBLASLt's smallest split-K tiles (64x8 in its column-major view: T = ceil(N/64) *
+     ceil(M/8)) even at the most slices, cuBLASLt takes the most slices: S = S_max. Boxes
+     "S_max <= r and T * S_max <= c", each the largest with no counterexample among the
+     table's points and the traced calls (of every variant given: tensor scales; block scales
+     break it at T * S_max = 14), bounded by the largest C and S_max seen exact; "pinned_by"
+     names the counterexample that bounds each. Only with --fill-traced: boxes read off the
+     grid and the 320-shape traced sets alone overreach (on the H100, wrong at 82 random calls).
 Then it runs the rule (rule_split below, the same steps as the C++) over every recorded point,
 with the point's K, then its M, left out of step 5, and over each traced file, and prints per
 variant: exact, wrong, undecided. --write stores the constants in the table's JSON ("split_rule"), which
@@ -136,6 +146,100 @@ def s0_of(k: int, floor: int) -> int:
     return max(1, -(-k // floor) - 1)
 
 
+FILL_TILE = (64, 8)  # cuBLASLt's smallest split-K tile, its M (torch's N) x its N (torch's M)
+FILL_STEPS = (2, 4, 8, 16, 32, None)  # the S_max bounds of the boxes (None: the largest seen)
+
+
+def fill_measure(m, n, k, r: dict):
+    """(S_max, C) of step 6: the most slices steps 2 and 3 allow, and the CTAs of 64x8 tiles
+    that many slices launch. Works on numbers and numpy arrays alike."""
+    s_max = np.minimum(np.maximum(1, -(-k // r["slice_floor_k"]) - 1),
+                       (r["workspace_limit"] - r["workspace_header"]) // (
+                           4 * m * np.maximum(n, r["partial_n_min"])))
+    return s_max, -(-n // FILL_TILE[0]) * -(-m // FILL_TILE[1]) * s_max
+
+
+def derive_fill(points: dict, r: dict) -> dict:
+    """Step 6's boxes from points {'src': (m, n, k, split, group, bias)} of tensor-scaled calls
+    in the split zone: per bound r in FILL_STEPS, the largest c with S = S_max at every point
+    with S_max <= r and C <= c. Also the groups (and bias dtypes) the boxes were seen exact for."""
+    m, n, k, split = (np.concatenate([p[i] for p in points.values()]) for i in range(4))
+    grp = np.concatenate([p[4] for p in points.values()])
+    bias = np.concatenate([p[5] for p in points.values()])
+    s_max, c = fill_measure(m, n, k, r)
+    zone = s_max >= 2
+    ok = split == s_max
+    boxes = []
+    for step in FILL_STEPS:
+        lim = s_max.max() + 1 if step is None else step
+        bad = zone & ~ok & (s_max <= lim)
+        first = c[bad].min() if bad.any() else np.iinfo(np.int64).max
+        good = zone & ok & (s_max <= lim) & (c < first)
+        if not good.any():
+            continue
+        box = [int(s_max[good].max()), int(c[good].max())]
+        if any(b[0] >= box[0] and b[1] >= box[1] for b in boxes):
+            continue
+        if bad.any():
+            j = np.flatnonzero(bad & (c == first))[0]
+            why = (f"{m[j]}x{n[j]}x{k[j]} ({grp[j]}): S_max {s_max[j]}, C {c[j]}, "
+                   f"cuBLASLt {split[j]}")
+        else:
+            why = "no counterexample recorded"
+        boxes.append(box + [why])
+    inside = np.zeros(len(m), dtype=bool)
+    for b in boxes:
+        inside |= zone & (s_max <= b[0]) & (c <= b[1])
+    groups = sorted({str(g) for g in grp[inside]})
+    bias_groups = sorted({str(g) for g, b in zip(grp[inside], bias[inside]) if b != "none"})
+    return {"fill_tile": list(FILL_TILE), "fill_boxes": [b[:2] for b in boxes],
+            "fill_pinned_by": [b[2] for b in boxes], "fill_groups": groups,
+            "fill_bias": bias_groups, "fill_points": int(inside.sum())}
+
+
+def fill_points_of(doc, m, n, k, split, traced: list) -> dict:
+    """The tensor-scaled points of the table and the traced calls, for derive_fill."""
+    out = {}
+    mm, nn, kk = np.meshgrid(m, n, k, indexing="ij")
+    parts = []
+    for vi, v in enumerate(doc["variants"]):
+        o, scale, _ = v.split()
+        if scale != "tensor":
+            continue
+        have = split[vi] > 0
+        parts.append((mm[have], nn[have], kk[have], split[vi][have],
+                      np.full(int(have.sum()), f"{o} {scale}"), np.full(int(have.sum()), "none")))
+    out["table"] = tuple(np.concatenate([p[i] for p in parts]) for i in range(6))
+    for path in traced:
+        with open(path) as f:
+            h = json.load(f)
+        fi = {name: i for i, name in enumerate(h["fields"])}
+        rows = [row for row in h["cases"]
+                if row[fi["error"]] is None and row[fi["scale"]] == "tensor"]
+        if not rows:
+            continue
+        col = lambda name: [row[fi[name]] for row in rows]  # noqa: E731
+        out[path] = (np.array(col("m"), dtype=np.int64), np.array(col("n"), dtype=np.int64),
+                     np.array(col("k"), dtype=np.int64),
+                     np.maximum(1, np.array([x or 1 for x in col("split_k")], dtype=np.int64)),
+                     np.array([f"{o} tensor" for o in col("out")]),
+                     np.array([b or "none" for b in col("bias")]))
+    return out
+
+
+def fill_split(c: dict, r: dict):
+    """Step 6 for call c: S_max inside a box of a group it was seen for, else None."""
+    if "fill_boxes" not in r or c["scale"] != "tensor":
+        return None
+    g = f"{c['out']} {c['scale']}"
+    if g not in r["fill_groups"] or (c["bias"] and g not in r["fill_bias"]):
+        return None
+    s_max, cc = fill_measure(c["m"], c["n"], c["k"], r)
+    if s_max >= 2 and any(s_max <= b[0] and cc <= b[1] for b in r["fill_boxes"]):
+        return int(s_max)
+    return None
+
+
 def bracket(axis: list, x: int):
     """[x] if recorded, the recorded values on either side if inside, None outside."""
     j = bisect.bisect_left(axis, x)
@@ -157,6 +261,9 @@ def rule_split(c: dict, r: dict, recorded=None):
         return 1, "K <= 2 x slice floor"
     if ws_slices(c["m"], c["n"], r) <= 1:  # any variant: the partial results are FP32
         return 1, "two slices do not fit the workspace"
+    fill = fill_split(c, r)
+    if fill is not None:
+        return fill, "fill box"
     if not bias_ok:
         return None, "bias"
     if g not in r["groups"] or (c["fast"] and g not in r["fast_same_split"]):
@@ -192,6 +299,13 @@ def check_table(doc, m, n, k, split, kernel, r) -> dict:
             cap = (r["workspace_limit"] - r["workspace_header"]) // (
                 4 * mm * np.maximum(nn, r["partial_n_min"]))
             dec[cap <= 1] = 1
+            # step 6: the fill boxes (tensor scales, the groups they were seen exact for).
+            if scale == "tensor" and g in r.get("fill_groups", []):
+                s_max, cc = fill_measure(mm, nn, kk, r)
+                box = np.zeros(S.shape, dtype=bool)
+                for b in r["fill_boxes"]:
+                    box |= (s_max >= 2) & (s_max <= b[0]) & (cc <= b[1])
+                dec[(dec == 0) & box] = s_max[(dec == 0) & box]
             if g in r["groups"] and (fast == "fast0" or g in r["fast_same_split"]):
                 # step 5, K index l left out: K neighbours l-1 and l+1 unsplit.
                 k_out = np.zeros(S.shape, dtype=bool)
@@ -246,6 +360,10 @@ def main(argv=None) -> int:
     ap.add_argument("--table", required=True, help="a recorded table's .json (its .bin beside it)")
     ap.add_argument("--traced", action="append", default=[],
                     help="traced calls (record_cublaslt_plans.py --traced) to check the rule on")
+    ap.add_argument("--fill-traced", action="append", default=[],
+                    help="traced random calls to derive step 6's fill boxes from (with the table "
+                         "and --traced; checked like --traced, but no bias evidence): thousands "
+                         "in the split zone are needed, boxes read off the grid alone overreach")
     ap.add_argument("--write", action="store_true",
                     help="store the derived constants in the table's JSON as 'split_rule'")
     args = ap.parse_args(argv)
@@ -266,11 +384,17 @@ def main(argv=None) -> int:
             (g in evidence and evidence[g][1] == 0) or (g not in evidence and g in table_says)))
     r["bias_pinned_by"] = {g: f"{calls} traced calls with a bias, {changed} split otherwise"
                            for g, (calls, changed) in sorted(evidence.items())}
+    if args.fill_traced:
+        points = fill_points_of(doc, m, n, k, split, args.traced + args.fill_traced)
+        r.update(derive_fill(points, r))
     print(f"table {args.table}: {doc['provenance'].get('gpu')}, cuBLASLt "
           f"{doc['provenance'].get('cublaslt_version')}")
     for key in ("fast_same_split", "never_split_scales", "slice_floor_k", "slice_floor_pinned_by",
                 "workspace_limit", "partial_n_min", "workspace_header", "workspace_pinned_by",
-                "bias_same_split", "bias_pinned_by", "bias_withdrawn"):
+                "bias_same_split", "bias_pinned_by", "bias_withdrawn", "fill_boxes",
+                "fill_pinned_by", "fill_groups", "fill_bias", "fill_points"):
+        if key not in r:
+            continue
         print(f"  {key}: {r[key]}")
     r_full = dict(r, m_axis=[int(x) for x in m], k_axis=[int(x) for x in k])
     mi = {int(x): i for i, x in enumerate(m)}
@@ -279,7 +403,7 @@ def main(argv=None) -> int:
     vidx = {v: i for i, v in enumerate(doc["variants"])}
     traced_tot: dict = {}
     bad = report("recorded points (step 5 leaving each K, each M out):", check_table(doc, m, n, k, split, kernel, r_full))
-    for path in args.traced:
+    for path in args.traced + args.fill_traced:
         def recorded_for(c_out, c_scale, c_fast):
             v = vidx.get(f"{c_out} {c_scale} fast{int(c_fast)}")
 

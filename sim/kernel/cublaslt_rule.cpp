@@ -60,6 +60,24 @@ SplitRuleConstants split_rule_constants(const nlohmann::json& meta) {
     r.workspace_header = s.at("workspace_header").get<long long>();
     r.partial_n_min = s.at("partial_n_min").get<int>();
     r.checked_traced_calls = s.value("checked_traced_calls", 0L);
+    if (s.contains("fill_boxes")) {
+      const auto tile = s.at("fill_tile").get<std::vector<int>>();
+      if (tile.size() != 2 || tile[0] < 1 || tile[1] < 1)
+        throw std::invalid_argument("cuBLASLt plan table: split_rule: fill_tile is not 2 sizes");
+      r.fill_tile_n = tile[0], r.fill_tile_m = tile[1];
+      for (const auto& b : s.at("fill_boxes")) {
+        const auto box = b.get<std::vector<long long>>();
+        if (box.size() != 2 || box[0] < 2 || box[0] > 1 << 20 || box[1] < 2)
+          throw std::invalid_argument("cuBLASLt plan table: split_rule: a malformed fill box");
+        r.fill_boxes.emplace_back(static_cast<int>(box[0]), box[1]);
+      }
+      r.fill_pinned_by = s.at("fill_pinned_by").get<std::vector<std::string>>();
+      r.fill_groups = s.at("fill_groups").get<std::vector<std::string>>();
+      r.fill_bias = s.at("fill_bias").get<std::vector<std::string>>();
+      if (r.fill_pinned_by.size() != r.fill_boxes.size())
+        throw std::invalid_argument("cuBLASLt plan table: split_rule: fill_pinned_by does not "
+                                    "name one counterexample per fill box");
+    }
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(fmt::format("cuBLASLt plan table: split_rule: {}", e.what()));
   }
@@ -111,6 +129,33 @@ SplitRuleAnswer cublaslt_split_rule(const ScaledMmCall& c, const SplitRuleConsta
   if (ws_slices <= 1)
     return {1, fmt::format("two slices of {} x {} floats do not fit the {}-byte workspace", c.m,
                            std::max(c.n, r.partial_n_min), r.workspace_limit)};
+  // 6 (taken before 4: it holds for every variant it was seen for, a bias included). The fill
+  //    boxes: where even at the most slices the output is covered by few CTAs, cuBLASLt takes
+  //    the most slices, S = S_max = min(S0(K), workspace slices). "Few" is measured in tiles
+  //    of cuBLASLt's smallest split-K tile (64x8 in its column-major view, i.e. 64 of torch's N
+  //    by 8 of torch's M), whatever tile it then runs: C = ceil(N/64) ceil(M/8) S_max CTAs. On
+  //    the H100 (cuda/capture/derive_cublaslt_rule.py --fill, from the 1.3 M recorded points
+  //    and 77,286 traced calls, 67,687 of them random calls of every variant) S = S_max at all
+  //    22,916 tensor-scaled points with S_max <= 2 and C <= 98, S_max <= 4 and C <= 90, <= 8
+  //    and 78, <= 16 and 63, or <= 32 and 42; each box stops below a counterexample (the
+  //    table's fill_pinned_by: e.g. 14x64x56608, e4m3 out, S_max 22 and C 44, cuBLASLt 21).
+  //    Beyond them cuBLASLt often takes fewer slices (one wave of 132 SMs is not its bound:
+  //    1x512x32768 runs 8 tiles x 9 slices where 12 fit). Block scales break it at C = 14
+  //    (8x16x36864: 13 slices of 14), so the boxes are for the groups in fill_groups only.
+  if (!r.fill_boxes.empty() && contains(r.fill_groups, group) &&
+      (!c.bias || contains(r.fill_bias, group))) {
+    const int s_max = static_cast<int>(std::min<long long>(s0, ws_slices));
+    const long long tiles = (static_cast<long long>(c.n) + r.fill_tile_n - 1) / r.fill_tile_n *
+                            ((static_cast<long long>(c.m) + r.fill_tile_m - 1) / r.fill_tile_m);
+    const long long ctas = tiles * s_max;
+    for (std::size_t b = 0; b < r.fill_boxes.size(); ++b)
+      if (s_max <= r.fill_boxes[b].first && ctas <= r.fill_boxes[b].second)
+        return {s_max, fmt::format("the split zone's fill box {} (at most {} slices and {} "
+                                   "CTAs of {}x{} tiles): {} slices, {} CTAs, so cuBLASLt "
+                                   "takes them all", b + 1, r.fill_boxes[b].first,
+                                   r.fill_boxes[b].second, r.fill_tile_n, r.fill_tile_m, s_max,
+                                   ctas)};
+  }
   // 4. Which variants the recorded points speak for. Fast accumulation never changes the split
   //    at a recorded point: the tensor-scaled (and row-scaled) plans with and without it split
   //    alike at all of them (88,816 pairs per output type and GPU); off the grid it does, in the

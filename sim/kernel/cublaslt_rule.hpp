@@ -13,6 +13,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kernel/cublaslt_plan.hpp"
@@ -30,6 +31,15 @@ struct SplitRuleConstants {
   long long workspace_header = 0;  // bytes a split needs besides its partial results (16)
   int partial_n_min = 0;           // a slice's partial result is M x max(N, this) floats (32)
   std::vector<int> m_axis, n_axis, k_axis;      // the recorded M, N, K, ascending
+  // Step 6, the fill boxes (absent: the step decides nothing). A call in the split zone whose
+  // output, covered by tiles of fill_tile (torch's N x torch's M: cuBLASLt's smallest split-K
+  // tile, 64x8 in its column-major view), launches C = tiles x S_max CTAs at S_max slices (the
+  // most steps 2 and 3 allow) takes S_max when S_max <= box[0] and C <= box[1] for a box.
+  int fill_tile_n = 0, fill_tile_m = 0;
+  std::vector<std::pair<int, long long>> fill_boxes;
+  std::vector<std::string> fill_pinned_by;      // the counterexample that bounds each box
+  std::vector<std::string> fill_groups;         // the groups the boxes were seen exact for
+  std::vector<std::string> fill_bias;           // ... and with a bias
   long checked_traced_calls = 0;  // traced calls the rule decides, all exact when it was written
 };
 

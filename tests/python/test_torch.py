@@ -78,12 +78,12 @@ def test_scaled_mm_is_the_gemm(rng):
         assert np.array_equal(got.numpy().view(np.uint32), want.view(np.uint32))
     # FP8 output: the scaled result rounded with saturation. No plans are recorded for FP8
     # outputs: the split rule decides where it can (K = 512 <= 5120 never splits), and in its
-    # split zone the call is refused.
+    # split zone, outside the fill boxes (1x1024x20480: 16 tiles x 7 slices), the call is refused.
     one = torch.tensor(1.0)
     d8 = ft.scaled_mm(a, b.t(), one, one, scale_result=torch.tensor(0.5), gpu="h100")
     assert torch.equal(d8.view(torch.uint8), ft.scaled_mm(
         a, b.t(), one, one, scale_result=torch.tensor(0.5), split_k=1).view(torch.uint8))
-    long_a, long_b = fp8(rng, (1, 65536)), fp8(rng, (16, 65536))
+    long_a, long_b = fp8(rng, (1, 20480)), fp8(rng, (1024, 20480))
     with pytest.raises(ValueError, match="e4m3 tensor fast0"):
         ft.scaled_mm(long_a, long_b.t(), one, one, scale_result=torch.tensor(0.5), gpu="h100")
     d32 = ft.scaled_mm(a, b.t(), one, one, out_dtype=torch.float32)
