@@ -18,7 +18,10 @@
 //   of fast_step and this integer sum are the same number (all terms lie on 2^E and the sum
 //   fits 24 bits: DeviceStep::f32's condition), so the step's bits do not change.
 // The operands are prepared once per GEMM (prepare_tile_operand: transposed, padded, with
-// their exponents and sign bits), so that a block's slab loads are 16-byte copies.
+// their exponents and sign bits), so that a block's slab loads are 16-byte copies; or, for
+// resident codes (Params::codes), read in place: each thread decodes one row's 32 codes of
+// the slab through a shared-memory table of the code's value and exponent (load_code_slab),
+// so that no prepared copy exists.
 // Outputs it cannot finish exactly (an Inf or NaN operand or C, grids outside float's range)
 // get kRedoBits and are redone by the per-output kernel, as with the generic tiled kernel.
 // K-parallel (Params::chunks set, gemm_engine_kpar.cuh): a block runs the chunks of slice
@@ -56,6 +59,10 @@ constexpr int tiled_f32_smem_bytes(int BM, int BN, int TM, int TN) {
   return kTileBk * ((BM + kTilePad) * 8 + (BM + 2 * kTilePad) * 2 + (BN + kTilePad) * 12) +
          (BM + BN) * 4 + (BM / TM) * (BN / TN) * TM * TN * 4;
 }
+// Read as codes (TileOperand::code), the block's code tables follow: A's then B's, one entry
+// per code (its value's bits, its tile_exponent in both 16-bit halves), one more for +0 each.
+constexpr int kTileLutEntries = 257;
+constexpr int kTileLutBytes = 2 * kTileLutEntries * 8;
 
 // The alignment exponent of operand value v (align_exponent's, with the two sentinels above),
 // without branches: the loader runs it for every element of every slab.
@@ -86,11 +93,17 @@ enum TileMode : int { kJoinRz = 0, kJoinRne = 1, kAddFp32 = 2 };
 // is 16-byte loads of contiguous memory; beside it each element's tile_exponent at the same
 // index (int16; for B doubled into both halves of a word, as the tile holds it), and each
 // row's sign bits per slab (row r, slab s at r * (k_p / 32) + s; bit k % 32).
+// Or (code set: Params::codes) the codes themselves: element (r, k) is table[code[r * ld + k]]
+// for r < rows and k < cols, +0 beyond; vec16: every row's codes from k = 0 lie on 16 bytes.
 struct TileOperand {
   const float* value = nullptr;
   const void* exponent = nullptr;
   const unsigned* sign_bits = nullptr;
   int rows_p = 0, k_p = 0;
+  const unsigned char* code = nullptr;
+  const float* table = nullptr;
+  int rows = 0, ld = 0, cols = 0, align_min = 0;
+  bool vec16 = false;
 };
 
 // The float kernel's parameters: the engine's, the two prepared operands, and a 1 that the
@@ -177,6 +190,105 @@ __device__ __forceinline__ void load_tile_slab(const TileOperand& o, int row0, i
   if (threadIdx.x < ROWS) bits[threadIdx.x] = sb;
 }
 
+// The block's code tables (kTileLutBytes at lut): entry c of A's (B's at kTileLutEntries) the
+// bits of table[c] and its tile_exponent doubled into both halves; the last entry +0's.
+template <int NT>
+__device__ __forceinline__ void load_code_tables(const TileParams& tp, uint2* lut) {
+  for (int i = threadIdx.x; i < 2 * kTileLutEntries; i += NT) {
+    const bool b = i >= kTileLutEntries;
+    const TileOperand& o = b ? tp.tb : tp.ta;
+    const int c = b ? i - kTileLutEntries : i;
+    const float v = c < 256 ? o.table[c] : 0.0f;
+    const int e = tile_exponent(v, o.align_min);
+    lut[i] = make_uint2(__float_as_uint(v), __byte_perm(static_cast<unsigned>(e), 0, 0x1010));
+  }
+}
+
+// Byte kk % 4 of word w (kk < 32: the slab's codes of one row, 4 a word).
+__device__ __forceinline__ unsigned code_byte(const uint4 (&w)[2], int kk) {
+  const uint4& q = w[kk / 16];
+  const int x = kk / 4 % 4;
+  const unsigned word = x == 0 ? q.x : x == 1 ? q.y : x == 2 ? q.z : q.w;
+  return __byte_perm(word, 0, 0x4440 + kk % 4);
+}
+
+// One row's 32 codes of the slab decoded into column r of the shared-memory tile: values,
+// sign masks, exponents (E: short for A, the doubled word for B), and its sign bits.
+// MASKED: elements beyond `valid` (bit kk) read as +0 (the table's last entry).
+template <bool MASKED, class E, int STRIDE, int ESTRIDE>
+__device__ __forceinline__ void decode_code_row(const uint4 (&w)[2], unsigned valid,
+                                                const uint2* lut, float* vs, int* ms, E* es,
+                                                unsigned* bits) {
+  unsigned sb = 0;
+#pragma unroll
+  for (int kk = 0; kk < kTileBk; ++kk) {
+    unsigned c = code_byte(w, kk);
+    if constexpr (MASKED) c = (valid >> kk) & 1u ? c : kTileLutEntries - 1;
+    const uint2 t = lut[c];
+    const int m = static_cast<int>(t.x) >> 31;
+    vs[kk * STRIDE] = __uint_as_float(t.x);
+    ms[kk * STRIDE] = m;
+    es[kk * ESTRIDE] = static_cast<E>(t.y);
+    sb |= static_cast<unsigned>(m) & (1u << kk);
+  }
+  *bits = sb;
+}
+
+// One slab of both operands read as codes (TileOperand::code): thread t < BM decodes row t of
+// A's tile, BM <= t < BM + BN row t - BM of B's, each its 32 codes (two 16-byte loads where
+// the row and the slab are whole and vec16, else byte loads), consecutive threads on
+// consecutive rows (the shared-memory stores of a warp hit 32 banks).
+template <int BM, int BN, int PAD>
+__device__ __forceinline__ void load_code_slab(const TileParams& tp, int m0, int n0, int k0,
+                                               const uint2* lut, float (*As)[BM + PAD],
+                                               int (*Am)[BM + PAD], short (*Ae)[BM + 2 * PAD],
+                                               unsigned* Abits, float (*Bs)[BN + PAD],
+                                               int (*Bm)[BN + PAD], unsigned (*Be)[BN + PAD],
+                                               unsigned* Bbits) {
+  const int t = threadIdx.x;
+  if (t >= BM + BN) return;
+  const bool is_a = t < BM;
+  const TileOperand& o = is_a ? tp.ta : tp.tb;
+  const int r = is_a ? t : t - BM, row = (is_a ? m0 : n0) + r;
+  const unsigned char* src = o.code + std::size_t(unsigned(row)) * unsigned(o.ld) + unsigned(k0);
+  uint4 w[2];
+  const bool whole = row < o.rows && k0 + kTileBk <= o.cols;
+  unsigned valid = ~0u;
+  if (whole && o.vec16) {
+    w[0] = *reinterpret_cast<const uint4*>(src);
+    w[1] = *reinterpret_cast<const uint4*>(src + 16);
+  } else {
+    unsigned x[8];
+    valid = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) x[i] = 0;
+#pragma unroll
+    for (int kk = 0; kk < kTileBk; ++kk) {
+      const bool in = row < o.rows && k0 + kk < o.cols;
+      x[kk / 4] |= (in ? unsigned(src[kk]) : 0u) << (8 * (kk % 4));
+      valid |= unsigned(in) << kk;
+    }
+    w[0] = make_uint4(x[0], x[1], x[2], x[3]);
+    w[1] = make_uint4(x[4], x[5], x[6], x[7]);
+  }
+  const uint2* tab = lut + (is_a ? 0 : kTileLutEntries);
+  if (is_a) {
+    if (valid == ~0u)
+      decode_code_row<false, short, BM + PAD, BM + 2 * PAD>(w, valid, tab, &As[0][r], &Am[0][r],
+                                                            &Ae[0][r], &Abits[r]);
+    else
+      decode_code_row<true, short, BM + PAD, BM + 2 * PAD>(w, valid, tab, &As[0][r], &Am[0][r],
+                                                           &Ae[0][r], &Abits[r]);
+  } else {
+    if (valid == ~0u)
+      decode_code_row<false, unsigned, BN + PAD, BN + PAD>(w, valid, tab, &Bs[0][r], &Bm[0][r],
+                                                           &Be[0][r], &Bbits[r]);
+    else
+      decode_code_row<true, unsigned, BN + PAD, BN + PAD>(w, valid, tab, &Bs[0][r], &Bm[0][r],
+                                                          &Be[0][r], &Bbits[r]);
+  }
+}
+
 // A thread's N consecutive 4-byte words of a shared-memory tile row, as 16-byte loads (8-byte
 // for N = 2, one word for N = 1; the row offsets keep them aligned).
 template <int N, class T>
@@ -199,7 +311,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
   constexpr int BK = kTileBk, PAD = kTilePad, TX = BN / TN, NT = (BM / TM) * TX;
   constexpr bool JOIN = MODE != kAddFp32, OUT_RNE = MODE == kJoinRne;
   static_assert(BK % G == 0 && NT % 32 == 0 && (TM % 8 == 0 || TM == 4 || TM == 2) &&
-                (TN % 4 == 0 || TN <= 2));
+                (TN % 4 == 0 || TN <= 2) && BM + BN <= NT);  // BM + BN: load_code_slab
   extern __shared__ __align__(16) unsigned char smem[];  // tiled_f32_smem_bytes() of them
   const Params& p = tp.p;
   unsigned char* at = smem;
@@ -211,7 +323,9 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
   auto Ae = reinterpret_cast<short(*)[BM + 2 * PAD]>(at);    at += BK * (BM + 2 * PAD) * 2;
   auto Abits = reinterpret_cast<unsigned*>(at);              at += BM * 4;
   auto Bbits = reinterpret_cast<unsigned*>(at);              at += BN * 4;
-  auto mainv = reinterpret_cast<float(*)[NT]>(at);
+  auto mainv = reinterpret_cast<float(*)[NT]>(at);          at += NT * TM * TN * 4;
+  const uint2* lut = reinterpret_cast<const uint2*>(at);   // read as codes: the code tables
+  const bool codes = tp.ta.code != nullptr;
   const DeviceGemm& g = p.g;
   const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
@@ -239,11 +353,19 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
   bool grid_bad = false;
 #pragma unroll
   for (int i = 0; i < TM * TN; ++i) mainv[i][threadIdx.x] = main_start(g);
+  if (codes) {
+    load_code_tables<NT>(tp, const_cast<uint2*>(lut));
+    __syncthreads();
+  }
 
   for (int k0 = kr.begin; k0 < kr.end; k0 += BK) {
     // 0. The slab: values, sign masks (all-ones for a negative value), exponents, sign bits.
-    load_tile_slab<BM, NT, false, PAD>(tp.ta, m0, k0, As, Am, Ae, Abits);
-    load_tile_slab<BN, NT, true, PAD>(tp.tb, n0, k0, Bs, Bm, Be, Bbits);
+    if (codes) {
+      load_code_slab<BM, BN, PAD>(tp, m0, n0, k0, lut, As, Am, Ae, Abits, Bs, Bm, Be, Bbits);
+    } else {
+      load_tile_slab<BM, NT, false, PAD>(tp.ta, m0, k0, As, Am, Ae, Abits);
+      load_tile_slab<BN, NT, true, PAD>(tp.tb, n0, k0, Bs, Bm, Be, Bbits);
+    }
     __syncthreads();
 #pragma unroll 1
     for (int s = 0; s < BK; s += G) {
