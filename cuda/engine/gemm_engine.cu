@@ -273,10 +273,10 @@ void launch_tiled_f32_for(const Params& p, bool rne, cudaStream_t st) {
   }
 }
 
-template <int G, bool RNE>
-void launch_tiled_f64(const Params& p, cudaStream_t st) {
+template <int G, bool RNE, bool CODES>
+void launch_tiled_f64_as(const Params& p, cudaStream_t st) {
   using T = TileF64;
-  auto kernel = gpu::tiled_gemm<double, G, RNE, T::TM, T::TN, T::BM, T::BN, T::BK>;
+  auto kernel = gpu::tiled_gemm<double, G, RNE, T::TM, T::TN, T::BM, T::BN, T::BK, CODES>;
   constexpr int smem = gpu::tiled_smem_bytes(T::BM, T::BN, T::BK, T::TM, T::TN);
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
         "shared memory limit");
@@ -293,6 +293,12 @@ void launch_tiled_f64(const Params& p, cudaStream_t st) {
   }
   kernel<<<grid, threads, smem, st>>>(p);
   check(cudaGetLastError(), "tiled kernel launch");
+}
+
+template <int G, bool RNE>
+void launch_tiled_f64(const Params& p, cudaStream_t st) {
+  if (p.codes) launch_tiled_f64_as<G, RNE, true>(p, st);
+  else launch_tiled_f64_as<G, RNE, false>(p, st);
 }
 
 // The group-sum kernel: both operands prepared once per GEMM (int8 codes and per-group

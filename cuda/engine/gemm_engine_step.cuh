@@ -90,12 +90,11 @@ __device__ __forceinline__ int b_floor(const DeviceGemm& g, int row, int k) {
   return g.fold ? g.b_align_min + fold_shift(b_scale(g, row, k)) : g.b_align_min;
 }
 
-// Element (row, k) of A (B where IS_B), row and k in range: its decoded value, or (Params::
-// codes) its code's value (+0 at and beyond code_cols).
+// Element (row, k) of A (B where IS_B) read as a code (Params::codes), row and k in range:
+// its code's value, +0 at and beyond code_cols.
 template <bool IS_B>
-__device__ __forceinline__ float operand_value(const Params& p, int row, int k) {
+__device__ __forceinline__ float code_value(const Params& p, int row, int k) {
   const DeviceGemm& g = p.g;
-  if (!p.codes) return (IS_B ? g.B : g.A)[std::size_t(row) * unsigned(g.K) + unsigned(k)];
   const int ld = g.code_ld > 0 ? g.code_ld : g.K, cols = g.code_ld > 0 ? g.code_cols : g.K;
   if (k >= cols) return 0.0f;
   const unsigned char* code = IS_B ? g.B_codes : g.A_codes;

@@ -204,88 +204,101 @@ __device__ __forceinline__ void load_code_tables(const TileParams& tp, uint2* lu
   }
 }
 
-// Byte kk % 4 of word w (kk < 32: the slab's codes of one row, 4 a word).
-__device__ __forceinline__ unsigned code_byte(const uint4 (&w)[2], int kk) {
-  const uint4& q = w[kk / 16];
-  const int x = kk / 4 % 4;
+// Code i of a thread's part of a row (W 16-byte words of codes, i < 16 W).
+template <int W>
+__device__ __forceinline__ unsigned code_byte(const uint4 (&w)[W], int i) {
+  const uint4& q = w[i / 16];
+  const int x = i / 4 % 4;
   const unsigned word = x == 0 ? q.x : x == 1 ? q.y : x == 2 ? q.z : q.w;
-  return __byte_perm(word, 0, 0x4440 + kk % 4);
+  return __byte_perm(word, 0, 0x4440 + i % 4);
 }
 
-// One row's 32 codes of the slab decoded into column r of the shared-memory tile: values,
-// sign masks, exponents (E: short for A, the doubled word for B), and its sign bits.
-// MASKED: elements beyond `valid` (bit kk) read as +0 (the table's last entry).
-template <bool MASKED, class E, int STRIDE, int ESTRIDE>
-__device__ __forceinline__ void decode_code_row(const uint4 (&w)[2], unsigned valid,
+// A thread's PER codes of one row (K elements kbeg.. of the slab) decoded into column r of the
+// shared-memory tile (vs, ms, es point at element kbeg of it): values, sign masks, exponents
+// (E: short for A, the doubled word for B), and their sign bits (bits kbeg.. of the row's
+// word). MASKED: codes whose bit of `valid` is clear read as +0 (the table's last entry).
+template <bool MASKED, class E, int STRIDE, int ESTRIDE, int PER>
+__device__ __forceinline__ void decode_code_row(const uint4 (&w)[PER / 16], unsigned valid,
                                                 const uint2* lut, float* vs, int* ms, E* es,
-                                                unsigned* bits) {
+                                                unsigned* bits, int kbeg) {
   unsigned sb = 0;
 #pragma unroll
-  for (int kk = 0; kk < kTileBk; ++kk) {
-    unsigned c = code_byte(w, kk);
-    if constexpr (MASKED) c = (valid >> kk) & 1u ? c : kTileLutEntries - 1;
+  for (int i = 0; i < PER; ++i) {
+    unsigned c = code_byte(w, i);
+    if constexpr (MASKED) c = (valid >> i) & 1u ? c : kTileLutEntries - 1;
     const uint2 t = lut[c];
     const int m = static_cast<int>(t.x) >> 31;
-    vs[kk * STRIDE] = __uint_as_float(t.x);
-    ms[kk * STRIDE] = m;
-    es[kk * ESTRIDE] = static_cast<E>(t.y);
-    sb |= static_cast<unsigned>(m) & (1u << kk);
+    vs[i * STRIDE] = __uint_as_float(t.x);
+    ms[i * STRIDE] = m;
+    es[i * ESTRIDE] = static_cast<E>(t.y);
+    sb |= static_cast<unsigned>(m) & (1u << i);
   }
-  *bits = sb;
+  if constexpr (PER == kTileBk)
+    *bits = sb;
+  else  // halves of the word (PER 16), each written by its own thread
+    reinterpret_cast<unsigned short*>(bits)[kbeg / 16] = static_cast<unsigned short>(sb);
 }
 
-// One slab of both operands read as codes (TileOperand::code): thread t < BM decodes row t of
-// A's tile, BM <= t < BM + BN row t - BM of B's, each its 32 codes (two 16-byte loads where
-// the row and the slab are whole and vec16, else byte loads), consecutive threads on
-// consecutive rows (the shared-memory stores of a warp hit 32 banks).
-template <int BM, int BN, int PAD>
+// One slab of both operands read as codes (TileOperand::code): thread t decodes part
+// t / (BM + BN) (of S: halves of the slab's 32 K elements where the block has twice as many
+// threads as rows, else all of them) of row t % (BM + BN) of the tiles, A's rows then B's, so
+// that a warp's lanes are consecutive rows (its shared-memory stores hit 32 banks). A part's
+// codes are one 16-byte load each 16 where the row and the part are whole and the rows lie on
+// 16 bytes (vec16), else byte loads, +0 beyond the operand's rows and cols.
+template <int BM, int BN, int NT, int PAD>
 __device__ __forceinline__ void load_code_slab(const TileParams& tp, int m0, int n0, int k0,
                                                const uint2* lut, float (*As)[BM + PAD],
                                                int (*Am)[BM + PAD], short (*Ae)[BM + 2 * PAD],
                                                unsigned* Abits, float (*Bs)[BN + PAD],
                                                int (*Bm)[BN + PAD], unsigned (*Be)[BN + PAD],
                                                unsigned* Bbits) {
+  constexpr int ROWS = BM + BN, S = NT >= 2 * ROWS ? 2 : 1, PER = kTileBk / S, W = PER / 16;
   const int t = threadIdx.x;
-  if (t >= BM + BN) return;
-  const bool is_a = t < BM;
+  if (t >= S * ROWS) return;
+  const int part = S == 1 ? 0 : t / ROWS, rr = t - part * ROWS, kbeg = part * PER;
+  const bool is_a = rr < BM;
   const TileOperand& o = is_a ? tp.ta : tp.tb;
-  const int r = is_a ? t : t - BM, row = (is_a ? m0 : n0) + r;
-  const unsigned char* src = o.code + std::size_t(unsigned(row)) * unsigned(o.ld) + unsigned(k0);
-  uint4 w[2];
-  const bool whole = row < o.rows && k0 + kTileBk <= o.cols;
+  const int r = is_a ? rr : rr - BM, row = (is_a ? m0 : n0) + r;
+  const unsigned char* src =
+      o.code + std::size_t(unsigned(row)) * unsigned(o.ld) + unsigned(k0 + kbeg);
+  uint4 w[W];
   unsigned valid = ~0u;
-  if (whole && o.vec16) {
-    w[0] = *reinterpret_cast<const uint4*>(src);
-    w[1] = *reinterpret_cast<const uint4*>(src + 16);
+  if (row < o.rows && k0 + kbeg + PER <= o.cols && o.vec16) {
+#pragma unroll
+    for (int j = 0; j < W; ++j) w[j] = reinterpret_cast<const uint4*>(src)[j];
   } else {
-    unsigned x[8];
+    unsigned x[4 * W];
     valid = 0;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) x[i] = 0;
+    for (int j = 0; j < 4 * W; ++j) x[j] = 0;
 #pragma unroll
-    for (int kk = 0; kk < kTileBk; ++kk) {
-      const bool in = row < o.rows && k0 + kk < o.cols;
-      x[kk / 4] |= (in ? unsigned(src[kk]) : 0u) << (8 * (kk % 4));
-      valid |= unsigned(in) << kk;
+    for (int i = 0; i < PER; ++i) {
+      const bool in = row < o.rows && k0 + kbeg + i < o.cols;
+      x[i / 4] |= (in ? unsigned(src[i]) : 0u) << (8 * (i % 4));
+      valid |= unsigned(in) << i;
     }
-    w[0] = make_uint4(x[0], x[1], x[2], x[3]);
-    w[1] = make_uint4(x[4], x[5], x[6], x[7]);
+#pragma unroll
+    for (int j = 0; j < W; ++j)
+      w[j] = make_uint4(x[4 * j], x[4 * j + 1], x[4 * j + 2], x[4 * j + 3]);
+    if (PER < 32 && valid == (1u << (PER % 32)) - 1u) valid = ~0u;  // whole after all
   }
   const uint2* tab = lut + (is_a ? 0 : kTileLutEntries);
   if (is_a) {
+    constexpr int ST = BM + PAD, EST = BM + 2 * PAD;
     if (valid == ~0u)
-      decode_code_row<false, short, BM + PAD, BM + 2 * PAD>(w, valid, tab, &As[0][r], &Am[0][r],
-                                                            &Ae[0][r], &Abits[r]);
+      decode_code_row<false, short, ST, EST, PER>(w, valid, tab, &As[kbeg][r], &Am[kbeg][r],
+                                                  &Ae[kbeg][r], &Abits[r], kbeg);
     else
-      decode_code_row<true, short, BM + PAD, BM + 2 * PAD>(w, valid, tab, &As[0][r], &Am[0][r],
-                                                           &Ae[0][r], &Abits[r]);
+      decode_code_row<true, short, ST, EST, PER>(w, valid, tab, &As[kbeg][r], &Am[kbeg][r],
+                                                 &Ae[kbeg][r], &Abits[r], kbeg);
   } else {
+    constexpr int ST = BN + PAD;
     if (valid == ~0u)
-      decode_code_row<false, unsigned, BN + PAD, BN + PAD>(w, valid, tab, &Bs[0][r], &Bm[0][r],
-                                                           &Be[0][r], &Bbits[r]);
+      decode_code_row<false, unsigned, ST, ST, PER>(w, valid, tab, &Bs[kbeg][r], &Bm[kbeg][r],
+                                                    &Be[kbeg][r], &Bbits[r], kbeg);
     else
-      decode_code_row<true, unsigned, BN + PAD, BN + PAD>(w, valid, tab, &Bs[0][r], &Bm[0][r],
-                                                          &Be[0][r], &Bbits[r]);
+      decode_code_row<true, unsigned, ST, ST, PER>(w, valid, tab, &Bs[kbeg][r], &Bm[kbeg][r],
+                                                   &Be[kbeg][r], &Bbits[r], kbeg);
   }
 }
 
@@ -361,7 +374,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
   for (int k0 = kr.begin; k0 < kr.end; k0 += BK) {
     // 0. The slab: values, sign masks (all-ones for a negative value), exponents, sign bits.
     if (codes) {
-      load_code_slab<BM, BN, PAD>(tp, m0, n0, k0, lut, As, Am, Ae, Abits, Bs, Bm, Be, Bbits);
+      load_code_slab<BM, BN, NT, PAD>(tp, m0, n0, k0, lut, As, Am, Ae, Abits, Bs, Bm, Be, Bbits);
     } else {
       load_tile_slab<BM, NT, false, PAD>(tp.ta, m0, k0, As, Am, Ae, Abits);
       load_tile_slab<BN, NT, true, PAD>(tp.tb, n0, k0, Bs, Bm, Be, Bbits);

@@ -64,7 +64,7 @@ __global__ void prepare_group_operand(const Params p, const float* src, int rows
       for (int e = 0; e < kGsGroup; ++e) {
         const int k = j * kGsGroup + e;
         if (k >= K) break;
-        const float v = p.codes ? operand_value<IS_B>(p, r, k) : src[std::size_t(r) * K + k];
+        const float v = p.codes ? code_value<IS_B>(p, r, k) : src[std::size_t(r) * K + k];
         const int q = __float2int_rn(ldexpf(v, -unit));  // exact
         w[e / 4] |= (unsigned(q) & 0xffu) << (8 * (e % 4));
         mask |= unsigned(q != 0) << e;
