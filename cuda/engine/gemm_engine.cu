@@ -16,9 +16,11 @@
 //                 steps elsewhere): every other model, every output the tiled kernel hands
 //                 back (kRedoBits), and batched dot products.
 // Operands are uploaded once as values, or (resident GEMMs: codes already on the device)
-// decoded once there through the format's table; alignment exponents are derived on the
-// GPU; no M x N x K temporaries. Every output is one fixed sequence along K, so results do not
-// depend on the launch configuration or the stream.
+// read in place there (the float kernel decodes each slab through a table in shared memory,
+// the others each element through the format's table: no decoded copy of the operands, and
+// the float kernel makes no prepared one; DeviceLaunch::codes -1 decodes them once instead);
+// alignment exponents are derived on the GPU; no M x N x K temporaries. Every output is one
+// fixed sequence along K, so results do not depend on the launch configuration or the stream.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -53,6 +55,7 @@ using gpu::upload;
 // index of a code beyond the table goes to *bad (initialised to n).
 // Values of an n-element operand of K columns: element (r, k) is code r * ld + k0 + k for
 // k < cols, +0 beyond (DeviceGemm::code_ld); a bad code's element index goes to `bad`.
+// out null: the check alone (codes read in place, Params::codes).
 __global__ void decode_kernel(const unsigned char* codes, std::size_t n, int K, int ld, int k0,
                               int cols, const float* lut, int lut_size, float* out,
                               unsigned long long* bad) {
@@ -61,58 +64,65 @@ __global__ void decode_kernel(const unsigned char* codes, std::size_t n, int K, 
     const std::size_t r = i / unsigned(K);
     const int k = int(i - r * unsigned(K));
     if (k >= cols) {
-      out[i] = 0.0f;
+      if (out) out[i] = 0.0f;
       continue;
     }
     const int c = codes[r * unsigned(ld) + unsigned(k0 + k)];
     if (c >= lut_size) {
       atomicMin(bad, static_cast<unsigned long long>(i));
-      out[i] = 0.0f;
-    } else {
+      if (out) out[i] = 0.0f;
+    } else if (out) {
       out[i] = lut[c];
     }
   }
 }
 
-// Resident operands decoded on the device: one allocation holds A's and B's values, both
-// code tables and the two bad-code indices; checked after the GEMM (one synchronisation).
+// Resident operands on the device: one allocation holds the two bad-code indices, both code
+// tables (256 values each, 0 beyond the format's codes) and, unless the codes are read in
+// place (`in_place`: Params::codes), A's and B's values decoded; checked after the GEMM (one
+// synchronisation).
 struct ResidentOperands {
   DeviceBuffer keep;
   const float* A = nullptr;
   const float* B = nullptr;
+  const float* a_table = nullptr;
+  const float* b_table = nullptr;
   unsigned long long* bad = nullptr;  // device: first bad index of A, then of B
 };
 
 ResidentOperands decode_resident(const DeviceGemm& g, std::size_t a_n, std::size_t b_n,
-                                 cudaStream_t st) {
+                                 bool in_place, cudaStream_t st) {
   // Host staging, uploaded at once: the two indices set to "none" (a_n, b_n; first, so that
   // they are 8-byte aligned), then both tables; the values follow on the device.
   const std::size_t la = std::size_t(g.a_lut_size), lb = std::size_t(g.b_lut_size);
-  std::vector<float> stage(4 + la + lb);
+  std::vector<float> stage(4 + 2 * 256, 0.0f);
   const unsigned long long none[2] = {a_n, b_n};
   std::memcpy(stage.data(), none, sizeof none);
-  std::copy(g.a_lut, g.a_lut + la, stage.begin() + 4);
-  std::copy(g.b_lut, g.b_lut + lb, stage.begin() + 4 + la);
+  std::copy(g.a_lut, g.a_lut + std::min<std::size_t>(la, 256), stage.begin() + 4);
+  std::copy(g.b_lut, g.b_lut + std::min<std::size_t>(lb, 256), stage.begin() + 4 + 256);
   ResidentOperands r;
-  r.keep = device_alloc((stage.size() + a_n + b_n) * sizeof(float), st);
+  r.keep = device_alloc((stage.size() + (in_place ? 0 : a_n + b_n)) * sizeof(float), st);
   float* base = static_cast<float*>(r.keep.get());
   check(cudaMemcpyAsync(base, stage.data(), stage.size() * sizeof(float), cudaMemcpyHostToDevice,
                         st), "upload");
   r.bad = reinterpret_cast<unsigned long long*>(base);
   const float* tables = base + 4;
-  float* values = base + stage.size();
+  r.a_table = tables;
+  r.b_table = tables + 256;
+  float* values = in_place ? nullptr : base + stage.size();
   const int ld = g.code_ld > 0 ? g.code_ld : g.K, cols = g.code_ld > 0 ? g.code_cols : g.K;
   auto launch = [&](const unsigned char* codes, std::size_t n, const float* lut, int size,
                     float* out, unsigned long long* bad) {
-    if (n == 0) return;
+    if (n == 0 || (out == nullptr && size >= 256)) return;  // every byte is a code: no check
     decode_kernel<<<gpu::blocks_for(n), 256, 0, st>>>(codes, n, g.K, ld, g.code_k0, cols, lut,
                                                      size, out, bad);
     check(cudaGetLastError(), "decode kernel launch");
   };
   launch(g.A_codes, a_n, tables, g.a_lut_size, values, r.bad);
-  launch(g.B_codes, b_n, tables + la, g.b_lut_size, values + a_n, r.bad + 1);
+  launch(g.B_codes, b_n, tables + 256, g.b_lut_size, in_place ? nullptr : values + a_n,
+         r.bad + 1);
   r.A = values;
-  r.B = values + a_n;
+  r.B = in_place ? nullptr : values + a_n;
   return r;
 }
 
@@ -137,6 +147,7 @@ void check_resident_codes(const DeviceGemm& g, std::size_t a_n, std::size_t b_n,
   }
 }
 
+template <bool CODES>
 __global__ void dot_kernel(const Params p) {
   const std::size_t outputs = std::size_t(p.g.M) * p.g.N;
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < outputs;
@@ -144,7 +155,7 @@ __global__ void dot_kernel(const Params p) {
     if (p.redo_only && __float_as_uint(p.g.D[i]) != gpu::kRedoBits) continue;
     const int a_row = p.g.batched ? int(i) : int(i / p.g.N);
     const int b_row = p.g.batched ? int(i) : int(i % p.g.N);
-    p.g.D[i] = gpu::dot_output(p, a_row, b_row, p.g.C ? p.g.C[i] : 0.0f);
+    p.g.D[i] = gpu::dot_output<CODES>(p, a_row, b_row, p.g.C ? p.g.C[i] : 0.0f);
   }
 }
 
@@ -161,35 +172,57 @@ void launch_f32_shape(const Params& p, cudaStream_t st) {
   gpu::TileParams tp;
   tp.p = p;
   const int K = p.g.K, kp = (K + gpu::kTileBk - 1) / gpu::kTileBk * gpu::kTileBk;
-  // Rows padded to whole tiles and to whole 32-row blocks of prepare_tile_operand.
-  constexpr int RM = BM > 32 ? BM : 32, RN = BN > 32 ? BN : 32;
-  static_assert(RM % BM == 0 && RN % BN == 0 && RM % 32 == 0 && RN % 32 == 0);
-  const int mp = (p.g.M + RM - 1) / RM * RM, np = (p.g.N + RN - 1) / RN * RN;
-  const std::size_t a_n = std::size_t(mp) * kp, b_n = std::size_t(np) * kp;
-  const std::size_t bytes = a_n * (4 + 2) + b_n * (4 + 4) + (a_n + b_n) / 32 * 4;
-  const DeviceBuffer keep = device_alloc(bytes, st);
-  unsigned char* at = static_cast<unsigned char*>(keep.get());
-  auto take = [&](std::size_t n) {
-    void* q = at;
-    at += (n + 15) / 16 * 16;
-    return q;
-  };
-  float* av = static_cast<float*>(take(a_n * 4));
-  float* bv = static_cast<float*>(take(b_n * 4));
-  void* ae = take(a_n * 2);
-  void* be = take(b_n * 4);
-  unsigned* ab = static_cast<unsigned*>(take(a_n / 8));
-  unsigned* bb = static_cast<unsigned*>(take(b_n / 8));
-  gpu::prepare_tile_operand<false><<<dim3(mp / 32, kp / 32), dim3(32, 8), 0, st>>>(
-      p.g.A, p.g.M, K, p.g.a_align_min, av, ae, ab, mp, kp);
-  gpu::prepare_tile_operand<true><<<dim3(np / 32, kp / 32), dim3(32, 8), 0, st>>>(
-      p.g.B, p.g.N, K, p.g.b_align_min, bv, be, bb, np, kp);
-  check(cudaGetLastError(), "operand preparation launch");
-  tp.ta = {av, ae, ab, mp, kp};
-  tp.tb = {bv, be, bb, np, kp};
+  DeviceBuffer keep;
+  int smem = gpu::tiled_f32_smem_bytes(BM, BN, TM, TN);
+  static_assert(gpu::tiled_f32_smem_bytes(BM, BN, TM, TN) % 16 == 0, "code tables' alignment");
+  if (p.codes) {  // read in place: the operands as codes, the tables after the tiles
+    const DeviceGemm& g = p.g;
+    const int ld = g.code_ld > 0 ? g.code_ld : K, cols = g.code_ld > 0 ? g.code_cols : K;
+    auto operand = [&](const unsigned char* code, const float* table, int rows, int align_min) {
+      gpu::TileOperand o;
+      o.code = code + g.code_k0;
+      o.table = table;
+      o.rows = rows;
+      o.ld = ld;
+      o.cols = cols;
+      o.align_min = align_min;
+      o.vec16 = ld % 16 == 0 && reinterpret_cast<std::uintptr_t>(o.code) % 16 == 0;
+      return o;
+    };
+    tp.ta = operand(g.A_codes, p.a_table, g.M, g.a_align_min);
+    tp.tb = operand(g.B_codes, p.b_table, g.N, g.b_align_min);
+    smem += gpu::kTileLutBytes;
+  } else {
+    // Rows padded to whole tiles and to whole 32-row blocks of prepare_tile_operand.
+    constexpr int RM = BM > 32 ? BM : 32, RN = BN > 32 ? BN : 32;
+    static_assert(RM % BM == 0 && RN % BN == 0 && RM % 32 == 0 && RN % 32 == 0);
+    const int mp = (p.g.M + RM - 1) / RM * RM, np = (p.g.N + RN - 1) / RN * RN;
+    const std::size_t a_n = std::size_t(mp) * kp, b_n = std::size_t(np) * kp;
+    const std::size_t bytes = a_n * (4 + 2) + b_n * (4 + 4) + (a_n + b_n) / 32 * 4;
+    keep = device_alloc(bytes, st);
+    unsigned char* at = static_cast<unsigned char*>(keep.get());
+    auto take = [&](std::size_t n) {
+      void* q = at;
+      at += (n + 15) / 16 * 16;
+      return q;
+    };
+    float* av = static_cast<float*>(take(a_n * 4));
+    float* bv = static_cast<float*>(take(b_n * 4));
+    void* ae = take(a_n * 2);
+    void* be = take(b_n * 4);
+    unsigned* ab = static_cast<unsigned*>(take(a_n / 8));
+    unsigned* bb = static_cast<unsigned*>(take(b_n / 8));
+    gpu::prepare_tile_operand<false><<<dim3(mp / 32, kp / 32), dim3(32, 8), 0, st>>>(
+        p.g.A, p.g.M, K, p.g.a_align_min, av, ae, ab, mp, kp);
+    gpu::prepare_tile_operand<true><<<dim3(np / 32, kp / 32), dim3(32, 8), 0, st>>>(
+        p.g.B, p.g.N, K, p.g.b_align_min, bv, be, bb, np, kp);
+    check(cudaGetLastError(), "operand preparation launch");
+    tp.ta = {av, ae, ab, mp, kp};
+    tp.tb = {bv, be, bb, np, kp};
+  }
   auto kernel = gpu::tiled_gemm_f32<G, RNE, MODE, TM, TN, BM, BN, MINB>;
-  constexpr int smem = gpu::tiled_f32_smem_bytes(BM, BN, TM, TN);
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             gpu::tiled_f32_smem_bytes(BM, BN, TM, TN) + gpu::kTileLutBytes),
         "shared memory limit");
   const dim3 grid((p.g.N + BN - 1) / BN, (p.g.M + BM - 1) / BM);
   const long long blocks = static_cast<long long>(grid.x) * grid.y;
@@ -240,10 +273,10 @@ void launch_tiled_f32_for(const Params& p, bool rne, cudaStream_t st) {
   }
 }
 
-template <int G, bool RNE>
-void launch_tiled_f64(const Params& p, cudaStream_t st) {
+template <int G, bool RNE, bool CODES>
+void launch_tiled_f64_as(const Params& p, cudaStream_t st) {
   using T = TileF64;
-  auto kernel = gpu::tiled_gemm<double, G, RNE, T::TM, T::TN, T::BM, T::BN, T::BK>;
+  auto kernel = gpu::tiled_gemm<double, G, RNE, T::TM, T::TN, T::BM, T::BN, T::BK, CODES>;
   constexpr int smem = gpu::tiled_smem_bytes(T::BM, T::BN, T::BK, T::TM, T::TN);
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
         "shared memory limit");
@@ -260,6 +293,12 @@ void launch_tiled_f64(const Params& p, cudaStream_t st) {
   }
   kernel<<<grid, threads, smem, st>>>(p);
   check(cudaGetLastError(), "tiled kernel launch");
+}
+
+template <int G, bool RNE>
+void launch_tiled_f64(const Params& p, cudaStream_t st) {
+  if (p.codes) launch_tiled_f64_as<G, RNE, true>(p, st);
+  else launch_tiled_f64_as<G, RNE, false>(p, st);
 }
 
 // The group-sum kernel: both operands prepared once per GEMM (int8 codes and per-group
@@ -320,17 +359,26 @@ bool launch_group_sums_for(const Params& p, cudaStream_t st) {
   return true;
 }
 
+// Whether a tiled kernel (float or double steps) can run this GEMM's model.
+bool tiled_model(const Params& p) {
+  const DeviceModel& m = p.g.model;
+  const bool c_ok = m.c_entry == 0 || (m.c_entry == 2 && p.out_fp32_model);
+  return p.g.group_sum <= 1 && !p.g.batched && p.fast != FastPath::none && p.out_e8 &&
+         m.c_register_fp32 && c_ok && !m.zero_on && (m.group == 32 || m.group == 16);
+}
+
+// Whether the float kernel runs this GEMM.
+bool runs_tiled_f32(const Params& p) {
+  return tiled_model(p) && p.fast == FastPath::f32 && !p.g.fold;  // fold never meets f32
+}
+
 // Whether the tiled kernel runs this GEMM, and which instance; false: dot_kernel only.
 bool launch_tiled_for(const Params& p, cudaStream_t st) {
   const DeviceModel& m = p.g.model;
   if (p.g.group_sum > 1) return launch_group_sums_for(p, st);
-  const bool c_ok = m.c_entry == 0 || (m.c_entry == 2 && p.out_fp32_model);
-  if (p.g.batched || p.fast == FastPath::none || !p.out_e8 || !m.c_register_fp32 || !c_ok ||
-      m.zero_on)
-    return false;
+  if (!tiled_model(p)) return false;
   const bool rne = m.term_cut == kRne;
-  if (m.group != 32 && m.group != 16) return false;
-  if (p.fast == FastPath::f32 && !p.g.fold) {  // fold never meets f32 (float_products)
+  if (runs_tiled_f32(p)) {
     if (m.group == 32) launch_tiled_f32_for<32>(p, rne, st);
     else launch_tiled_f32_for<16>(p, rne, st);
     return true;
@@ -345,7 +393,8 @@ void launch_dot(Params p, bool redo_only, cudaStream_t st) {
   p.redo_only = redo_only;
   const std::size_t outputs = std::size_t(p.g.M) * p.g.N;
   const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((outputs + 127) / 128, 1u << 20));
-  dot_kernel<<<blocks, 128, 0, st>>>(p);
+  if (p.codes) dot_kernel<true><<<blocks, 128, 0, st>>>(p);
+  else dot_kernel<false><<<blocks, 128, 0, st>>>(p);
   check(cudaGetLastError(), "dot kernel launch");
 }
 
@@ -378,10 +427,16 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
   DeviceBuffer bufA, bufB, bufC, bufSa, bufSb, bufD;
   const std::size_t a_n = std::size_t(g.M) * g.K, b_n = b_rows * g.K;
   ResidentOperands res;
-  if (g.resident) {  // codes, C and D on the device already: decode once, write D in place
-    res = decode_resident(g, a_n, b_n, st);
+  if (g.resident) {  // codes, C and D on the device already: D written in place
+    // Every kernel reads the 8-bit codes in place (the float kernel through its tables in
+    // shared memory: no decoded copy and no prepared one); DeviceLaunch::codes -1: the codes
+    // decoded once into values.
+    p.codes = launch.codes >= 0;
+    res = decode_resident(g, a_n, b_n, p.codes, st);
     p.g.A = res.A;
     p.g.B = res.B;
+    p.a_table = res.a_table;
+    p.b_table = res.b_table;
   } else {
     p.g.A = upload(g.A, std::size_t(g.M) * g.K, st, bufA);
     p.g.B = upload(g.B, b_rows * g.K, st, bufB);

@@ -39,6 +39,25 @@ struct Params {
   ChunkParts chunks;          // a K-parallel slice's workspace (tiled kernels)
   int k_parallel = 0;         // host only: DeviceLaunch::k_parallel
   int k_group = 0;            // host only: DeviceLaunch::k_group
+  // Resident operands read as codes in place (DeviceLaunch::codes): g.A and g.B unset, each
+  // element the code table's value of its code (g.A_codes, code_ld, code_k0, code_cols), the
+  // tables in device memory (256 values each, 0 for codes beyond the format's).
+  bool codes = false;
+  const float* a_table = nullptr;
+  const float* b_table = nullptr;
+};
+
+// One row of an operand read as codes (Params::codes): element k is table[code[k]] for
+// k < cols, +0 beyond (DeviceGemm::code_cols); indexed and offset as a float pointer is, so
+// that the steps below take either.
+struct CodeRow {
+  const unsigned char* code;
+  const float* table;
+  int cols;
+  __device__ __forceinline__ float operator[](int k) const {
+    return k < cols ? table[code[k]] : 0.0f;
+  }
+  __device__ __forceinline__ CodeRow operator+(int k) const { return {code + k, table, cols - k}; }
 };
 
 // The alignment exponent of an operand value (sim's decode_operand / operand_exponent).
@@ -69,6 +88,18 @@ __device__ __forceinline__ int a_floor(const DeviceGemm& g, int row, int k) {
 }
 __device__ __forceinline__ int b_floor(const DeviceGemm& g, int row, int k) {
   return g.fold ? g.b_align_min + fold_shift(b_scale(g, row, k)) : g.b_align_min;
+}
+
+// Element (row, k) of A (B where IS_B) read as a code (Params::codes), row and k in range:
+// its code's value, +0 at and beyond code_cols.
+template <bool IS_B>
+__device__ __forceinline__ float code_value(const Params& p, int row, int k) {
+  const DeviceGemm& g = p.g;
+  const int ld = g.code_ld > 0 ? g.code_ld : g.K, cols = g.code_ld > 0 ? g.code_cols : g.K;
+  if (k >= cols) return 0.0f;
+  const unsigned char* code = IS_B ? g.B_codes : g.A_codes;
+  return (IS_B ? p.b_table : p.a_table)[code[std::size_t(row) * unsigned(ld) +
+                                             unsigned(g.code_k0 + k)]];
 }
 
 // Where a run of elements lies: the rows of A and B and the K index of its first element.
@@ -105,8 +136,9 @@ __device__ inline double add_c_after(const DeviceModel& m, double r, double c) {
 
 // sim's fused_step_exponents on elements k = element(interleave, off + i, nblock), i < n, of
 // a and b, with c entering as c_entry says (fused_block runs its sub-steps through it).
-__device__ inline double reference_step(const DeviceModel& m, const Params& p, const float* a,
-                                        const float* b, At at, int off, int n, int nblock,
+template <class R>
+__device__ inline double reference_step(const DeviceModel& m, const Params& p, const R a,
+                                        const R b, At at, int off, int n, int nblock,
                                         bool interleave, int c_entry, double c) {
   bool nan = isnan(c), pos_inf = c == INFINITY, neg_inf = c == -INFINITY;
   for (int i = 0; i < n; ++i) {
@@ -165,8 +197,9 @@ __device__ inline double reference_step(const DeviceModel& m, const Params& p, c
 
 // sim's fused_block: a model with a block runs chained sub-steps from zero (c joining each)
 // in the block's element order, then adds the block's result into c.
-__device__ inline double reference_block(const DeviceModel& m, const Params& p, const float* a,
-                                         const float* b, At at, int n, double c) {
+template <class R>
+__device__ inline double reference_block(const DeviceModel& m, const Params& p, const R a,
+                                         const R b, At at, int n, double c) {
   if (m.block == 0) return reference_step(m, p, a, b, at, 0, n, n, false, m.c_entry, c);
   const bool joins = m.c_entry == 0;  // c=join: c is the chain's start, no add after
   double s = joins ? c : 0.0;
@@ -263,8 +296,8 @@ __device__ __forceinline__ float finish_step_e8(const Params& p, float v, bool& 
 
 // One fused step of the fast path on a[0..n) and b[0..n) with c (finite), c joining or
 // (c_entry add) added after. ok = false where the step needs the reference path.
-template <class V>
-__device__ inline double fast_step(const Params& p, const float* a, const float* b, At at, int n,
+template <class V, class R>
+__device__ inline double fast_step(const Params& p, const R a, const R b, At at, int n,
                                    double c, bool& ok) {
   const DeviceModel& m = p.g.model;
   const bool join = m.c_entry == 0;
@@ -320,7 +353,8 @@ __device__ __forceinline__ double finish_int(const Params& p, long long total, i
 // times its two scales, aligned on the scales' exponents; a group whose products are all zero,
 // or with a zero scale, is a zero term. Operands and scales are finite; an Inf or NaN c (an
 // earlier step's overflow) stays, as the reference step keeps it.
-__device__ inline double group_sum_step(const Params& p, const float* a, const float* b, At at,
+template <class R>
+__device__ inline double group_sum_step(const Params& p, const R a, const R b, At at,
                                         int n, double c) {
   if (isnan(c)) return __longlong_as_double(0x7ff8000000000000LL);
   if (isinf(c)) return c;
@@ -436,13 +470,14 @@ __device__ __forceinline__ void store_d_tile(const Params& p, int row0, int col0
     }
 }
 
-// sim's Engine::dot for output (a_row, b_row): fast steps where exact, else reference.
-__device__ inline float dot_output(const Params& p, int a_row, int b_row, float c) {
+// sim's Engine::dot for output (a_row, b_row) on its rows a and b (float pointers or CodeRow):
+// fast steps where exact, else reference.
+template <class R>
+__device__ inline float dot_rows(const Params& p, const R a, const R b, int a_row, int b_row,
+                                 float c) {
   const DeviceGemm& g = p.g;
   const DeviceModel& m = g.model;
   const int K = g.K;
-  const float* a = g.A + static_cast<std::size_t>(a_row) * K;
-  const float* b = g.B + static_cast<std::size_t>(b_row) * K;
   const int chunk = g.promote_every == 0 ? K : g.promote_every;
   const int step = m.group == 0 ? chunk : (m.block ? m.block : m.group);
   float main = main_start(g);
@@ -467,6 +502,23 @@ __device__ inline float dot_output(const Params& p, int a_row, int b_row, float 
     main = promote(p, main, float(acc), a_row, b_row, k0);
   }
   return to_out_type(p, main);
+}
+
+// sim's Engine::dot for output (a_row, b_row): on decoded values, or on codes (CODES:
+// Params::codes; a kernel of its own, so that the values' kernel keeps its registers).
+template <bool CODES>
+__device__ inline float dot_output(const Params& p, int a_row, int b_row, float c) {
+  const DeviceGemm& g = p.g;
+  const int K = g.K;
+  if constexpr (CODES) {
+    const int ld = g.code_ld > 0 ? g.code_ld : K, cols = g.code_ld > 0 ? g.code_cols : K;
+    const CodeRow a{g.A_codes + std::size_t(a_row) * unsigned(ld) + g.code_k0, p.a_table, cols};
+    const CodeRow b{g.B_codes + std::size_t(b_row) * unsigned(ld) + g.code_k0, p.b_table, cols};
+    return dot_rows(p, a, b, a_row, b_row, c);
+  } else {
+    return dot_rows(p, g.A + static_cast<std::size_t>(a_row) * K,
+                    g.B + static_cast<std::size_t>(b_row) * K, a_row, b_row, c);
+  }
 }
 
 }  // namespace fp8sim::gpu

@@ -3,7 +3,8 @@
 // outputs from BM x BK / BN x BK tiles of A and B in shared memory, one fused step of G
 // products at a time, bit for bit as gemm_engine_step.cuh's fast_step. Outputs it cannot
 // finish exactly (special values, results below fp32's normal range, grids outside V's
-// range) get kRedoBits and are redone by the per-output kernel. K-parallel (Params::chunks
+// range) get kRedoBits and are redone by the per-output kernel. Operands are read as decoded
+// values or (Params::codes) as codes through their tables. K-parallel (Params::chunks
 // set, gemm_engine_kpar.cuh): a block runs the chunks of slice blockIdx.z and writes each
 // chunk's partial instead of promoting it.
 #pragma once
@@ -29,7 +30,8 @@ __device__ __forceinline__ void load_fragment(T (&dst)[N], const T* src) {
 
 // Tile shapes (compile-time): a block of (BM/TM) x (BN/TN) threads owns a BM x BN tile of D
 // and walks K in slabs of BK (a multiple of the step length G).
-template <class V, int G, bool RNE, int TM, int TN, int BM, int BN, int BK>
+// CODES: Params::codes (an instance each, so that the values' instance keeps its registers).
+template <class V, int G, bool RNE, int TM, int TN, int BM, int BN, int BK, bool CODES>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN), 2)
     tiled_gemm(const Params p) {
   constexpr int TX = BN / TN, NT = (BM / TM) * TX, PAD = 4;
@@ -57,13 +59,17 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 2)
   for (int k0 = kr.begin; k0 < kr.end; k0 += BK) {
     for (int idx = threadIdx.x; idx < BM * BK; idx += NT) {
       const int r = idx / BK, kk = idx % BK, row = m0 + r, k = k0 + kk;
-      const float v = row < M && k < K ? g.A[std::size_t(row) * K + k] : 0.0f;
+      const float v = !(row < M && k < K) ? 0.0f
+                      : CODES               ? code_value<false>(p, row, k)
+                                            : g.A[std::size_t(row) * K + k];
       As[kk][r] = v;
       Ae[kk][r] = align_exponent(v, row < M && k < K ? a_floor(g, row, k) : 0);
     }
     for (int idx = threadIdx.x; idx < BN * BK; idx += NT) {
       const int r = idx / BK, kk = idx % BK, col = n0 + r, k = k0 + kk;
-      const float v = col < N && k < K ? g.B[std::size_t(col) * K + k] : 0.0f;
+      const float v = !(col < N && k < K) ? 0.0f
+                      : CODES               ? code_value<true>(p, col, k)
+                                            : g.B[std::size_t(col) * K + k];
       Bs[kk][r] = v;
       Be[kk][r] = align_exponent(v, col < N && k < K ? b_floor(g, col, k) : 0);
     }

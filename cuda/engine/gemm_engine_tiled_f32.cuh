@@ -18,7 +18,10 @@
 //   of fast_step and this integer sum are the same number (all terms lie on 2^E and the sum
 //   fits 24 bits: DeviceStep::f32's condition), so the step's bits do not change.
 // The operands are prepared once per GEMM (prepare_tile_operand: transposed, padded, with
-// their exponents and sign bits), so that a block's slab loads are 16-byte copies.
+// their exponents and sign bits), so that a block's slab loads are 16-byte copies; or, for
+// resident codes (Params::codes), read in place: each thread decodes one row's 32 codes of
+// the slab through a shared-memory table of the code's value and exponent (load_code_slab),
+// so that no prepared copy exists.
 // Outputs it cannot finish exactly (an Inf or NaN operand or C, grids outside float's range)
 // get kRedoBits and are redone by the per-output kernel, as with the generic tiled kernel.
 // K-parallel (Params::chunks set, gemm_engine_kpar.cuh): a block runs the chunks of slice
@@ -56,6 +59,10 @@ constexpr int tiled_f32_smem_bytes(int BM, int BN, int TM, int TN) {
   return kTileBk * ((BM + kTilePad) * 8 + (BM + 2 * kTilePad) * 2 + (BN + kTilePad) * 12) +
          (BM + BN) * 4 + (BM / TM) * (BN / TN) * TM * TN * 4;
 }
+// Read as codes (TileOperand::code), the block's code tables follow: A's then B's, one entry
+// per code (its value's bits, its tile_exponent in both 16-bit halves), one more for +0 each.
+constexpr int kTileLutEntries = 257;
+constexpr int kTileLutBytes = 2 * kTileLutEntries * 8;
 
 // The alignment exponent of operand value v (align_exponent's, with the two sentinels above),
 // without branches: the loader runs it for every element of every slab.
@@ -86,11 +93,17 @@ enum TileMode : int { kJoinRz = 0, kJoinRne = 1, kAddFp32 = 2 };
 // is 16-byte loads of contiguous memory; beside it each element's tile_exponent at the same
 // index (int16; for B doubled into both halves of a word, as the tile holds it), and each
 // row's sign bits per slab (row r, slab s at r * (k_p / 32) + s; bit k % 32).
+// Or (code set: Params::codes) the codes themselves: element (r, k) is table[code[r * ld + k]]
+// for r < rows and k < cols, +0 beyond; vec16: every row's codes from k = 0 lie on 16 bytes.
 struct TileOperand {
   const float* value = nullptr;
   const void* exponent = nullptr;
   const unsigned* sign_bits = nullptr;
   int rows_p = 0, k_p = 0;
+  const unsigned char* code = nullptr;
+  const float* table = nullptr;
+  int rows = 0, ld = 0, cols = 0, align_min = 0;
+  bool vec16 = false;
 };
 
 // The float kernel's parameters: the engine's, the two prepared operands, and a 1 that the
@@ -177,6 +190,118 @@ __device__ __forceinline__ void load_tile_slab(const TileOperand& o, int row0, i
   if (threadIdx.x < ROWS) bits[threadIdx.x] = sb;
 }
 
+// The block's code tables (kTileLutBytes at lut): entry c of A's (B's at kTileLutEntries) the
+// bits of table[c] and its tile_exponent doubled into both halves; the last entry +0's.
+template <int NT>
+__device__ __forceinline__ void load_code_tables(const TileParams& tp, uint2* lut) {
+  for (int i = threadIdx.x; i < 2 * kTileLutEntries; i += NT) {
+    const bool b = i >= kTileLutEntries;
+    const TileOperand& o = b ? tp.tb : tp.ta;
+    const int c = b ? i - kTileLutEntries : i;
+    const float v = c < 256 ? o.table[c] : 0.0f;
+    const int e = tile_exponent(v, o.align_min);
+    lut[i] = make_uint2(__float_as_uint(v), __byte_perm(static_cast<unsigned>(e), 0, 0x1010));
+  }
+}
+
+// Code i of a thread's part of a row (W 16-byte words of codes, i < 16 W).
+template <int W>
+__device__ __forceinline__ unsigned code_byte(const uint4 (&w)[W], int i) {
+  const uint4& q = w[i / 16];
+  const int x = i / 4 % 4;
+  const unsigned word = x == 0 ? q.x : x == 1 ? q.y : x == 2 ? q.z : q.w;
+  return __byte_perm(word, 0, 0x4440 + i % 4);
+}
+
+// A thread's PER codes of one row (K elements kbeg.. of the slab) decoded into column r of the
+// shared-memory tile (vs, ms, es point at element kbeg of it): values, sign masks, exponents
+// (E: short for A, the doubled word for B), and their sign bits (bits kbeg.. of the row's
+// word). MASKED: codes whose bit of `valid` is clear read as +0 (the table's last entry).
+template <bool MASKED, class E, int STRIDE, int ESTRIDE, int PER>
+__device__ __forceinline__ void decode_code_row(const uint4 (&w)[PER / 16], unsigned valid,
+                                                const uint2* lut, float* vs, int* ms, E* es,
+                                                unsigned* bits, int kbeg) {
+  unsigned sb = 0;
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    unsigned c = code_byte(w, i);
+    if constexpr (MASKED) c = (valid >> i) & 1u ? c : kTileLutEntries - 1;
+    const uint2 t = lut[c];
+    const int m = static_cast<int>(t.x) >> 31;
+    vs[i * STRIDE] = __uint_as_float(t.x);
+    ms[i * STRIDE] = m;
+    es[i * ESTRIDE] = static_cast<E>(t.y);
+    sb |= static_cast<unsigned>(m) & (1u << i);
+  }
+  if constexpr (PER == kTileBk)
+    *bits = sb;
+  else  // halves of the word (PER 16), each written by its own thread
+    reinterpret_cast<unsigned short*>(bits)[kbeg / 16] = static_cast<unsigned short>(sb);
+}
+
+// One slab of both operands read as codes (TileOperand::code): thread t decodes part
+// t / (BM + BN) (of S: halves of the slab's 32 K elements where the block has twice as many
+// threads as rows, else all of them) of row t % (BM + BN) of the tiles, A's rows then B's, so
+// that a warp's lanes are consecutive rows (its shared-memory stores hit 32 banks). A part's
+// codes are one 16-byte load each 16 where the row and the part are whole and the rows lie on
+// 16 bytes (vec16), else byte loads, +0 beyond the operand's rows and cols.
+template <int BM, int BN, int NT, int PAD>
+__device__ __forceinline__ void load_code_slab(const TileParams& tp, int m0, int n0, int k0,
+                                               const uint2* lut, float (*As)[BM + PAD],
+                                               int (*Am)[BM + PAD], short (*Ae)[BM + 2 * PAD],
+                                               unsigned* Abits, float (*Bs)[BN + PAD],
+                                               int (*Bm)[BN + PAD], unsigned (*Be)[BN + PAD],
+                                               unsigned* Bbits) {
+  constexpr int ROWS = BM + BN, S = NT >= 2 * ROWS ? 2 : 1, PER = kTileBk / S, W = PER / 16;
+  const int t = threadIdx.x;
+  if (t >= S * ROWS) return;
+  const int part = S == 1 ? 0 : t / ROWS, rr = t - part * ROWS, kbeg = part * PER;
+  const bool is_a = rr < BM;
+  const TileOperand& o = is_a ? tp.ta : tp.tb;
+  const int r = is_a ? rr : rr - BM, row = (is_a ? m0 : n0) + r;
+  const unsigned char* src =
+      o.code + std::size_t(unsigned(row)) * unsigned(o.ld) + unsigned(k0 + kbeg);
+  uint4 w[W];
+  unsigned valid = ~0u;
+  if (row < o.rows && k0 + kbeg + PER <= o.cols && o.vec16) {
+#pragma unroll
+    for (int j = 0; j < W; ++j) w[j] = reinterpret_cast<const uint4*>(src)[j];
+  } else {
+    unsigned x[4 * W];
+    valid = 0;
+#pragma unroll
+    for (int j = 0; j < 4 * W; ++j) x[j] = 0;
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      const bool in = row < o.rows && k0 + kbeg + i < o.cols;
+      x[i / 4] |= (in ? unsigned(src[i]) : 0u) << (8 * (i % 4));
+      valid |= unsigned(in) << i;
+    }
+#pragma unroll
+    for (int j = 0; j < W; ++j)
+      w[j] = make_uint4(x[4 * j], x[4 * j + 1], x[4 * j + 2], x[4 * j + 3]);
+    if (PER < 32 && valid == (1u << (PER % 32)) - 1u) valid = ~0u;  // whole after all
+  }
+  const uint2* tab = lut + (is_a ? 0 : kTileLutEntries);
+  if (is_a) {
+    constexpr int ST = BM + PAD, EST = BM + 2 * PAD;
+    if (valid == ~0u)
+      decode_code_row<false, short, ST, EST, PER>(w, valid, tab, &As[kbeg][r], &Am[kbeg][r],
+                                                  &Ae[kbeg][r], &Abits[r], kbeg);
+    else
+      decode_code_row<true, short, ST, EST, PER>(w, valid, tab, &As[kbeg][r], &Am[kbeg][r],
+                                                 &Ae[kbeg][r], &Abits[r], kbeg);
+  } else {
+    constexpr int ST = BN + PAD;
+    if (valid == ~0u)
+      decode_code_row<false, unsigned, ST, ST, PER>(w, valid, tab, &Bs[kbeg][r], &Bm[kbeg][r],
+                                                    &Be[kbeg][r], &Bbits[r], kbeg);
+    else
+      decode_code_row<true, unsigned, ST, ST, PER>(w, valid, tab, &Bs[kbeg][r], &Bm[kbeg][r],
+                                                   &Be[kbeg][r], &Bbits[r], kbeg);
+  }
+}
+
 // A thread's N consecutive 4-byte words of a shared-memory tile row, as 16-byte loads (8-byte
 // for N = 2, one word for N = 1; the row offsets keep them aligned).
 template <int N, class T>
@@ -199,7 +324,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
   constexpr int BK = kTileBk, PAD = kTilePad, TX = BN / TN, NT = (BM / TM) * TX;
   constexpr bool JOIN = MODE != kAddFp32, OUT_RNE = MODE == kJoinRne;
   static_assert(BK % G == 0 && NT % 32 == 0 && (TM % 8 == 0 || TM == 4 || TM == 2) &&
-                (TN % 4 == 0 || TN <= 2));
+                (TN % 4 == 0 || TN <= 2) && BM + BN <= NT);  // BM + BN: load_code_slab
   extern __shared__ __align__(16) unsigned char smem[];  // tiled_f32_smem_bytes() of them
   const Params& p = tp.p;
   unsigned char* at = smem;
@@ -211,7 +336,9 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
   auto Ae = reinterpret_cast<short(*)[BM + 2 * PAD]>(at);    at += BK * (BM + 2 * PAD) * 2;
   auto Abits = reinterpret_cast<unsigned*>(at);              at += BM * 4;
   auto Bbits = reinterpret_cast<unsigned*>(at);              at += BN * 4;
-  auto mainv = reinterpret_cast<float(*)[NT]>(at);
+  auto mainv = reinterpret_cast<float(*)[NT]>(at);          at += NT * TM * TN * 4;
+  const uint2* lut = reinterpret_cast<const uint2*>(at);   // read as codes: the code tables
+  const bool codes = tp.ta.code != nullptr;
   const DeviceGemm& g = p.g;
   const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
@@ -239,11 +366,19 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
   bool grid_bad = false;
 #pragma unroll
   for (int i = 0; i < TM * TN; ++i) mainv[i][threadIdx.x] = main_start(g);
+  if (codes) {
+    load_code_tables<NT>(tp, const_cast<uint2*>(lut));
+    __syncthreads();
+  }
 
   for (int k0 = kr.begin; k0 < kr.end; k0 += BK) {
     // 0. The slab: values, sign masks (all-ones for a negative value), exponents, sign bits.
-    load_tile_slab<BM, NT, false, PAD>(tp.ta, m0, k0, As, Am, Ae, Abits);
-    load_tile_slab<BN, NT, true, PAD>(tp.tb, n0, k0, Bs, Bm, Be, Bbits);
+    if (codes) {
+      load_code_slab<BM, BN, NT, PAD>(tp, m0, n0, k0, lut, As, Am, Ae, Abits, Bs, Bm, Be, Bbits);
+    } else {
+      load_tile_slab<BM, NT, false, PAD>(tp.ta, m0, k0, As, Am, Ae, Abits);
+      load_tile_slab<BN, NT, true, PAD>(tp.tb, n0, k0, Bs, Bm, Be, Bbits);
+    }
     __syncthreads();
 #pragma unroll 1
     for (int s = 0; s < BK; s += G) {

@@ -48,7 +48,8 @@ struct GroupParams {
                   // S * ma * mb * 2^(ta + tb + shift), so te + shift - grid places it on the grid
 };
 
-// prepare_group_operand: one thread per (row, group), consecutive threads on consecutive rows.
+// prepare_group_operand: one thread per (row, group), consecutive threads on consecutive rows;
+// from decoded values (src) or (Params::codes) from the codes in place.
 template <bool IS_B>
 __global__ void prepare_group_operand(const Params p, const float* src, int rows, int unit,
                                       unsigned* code, unsigned* info, int rows_p, int k_p) {
@@ -63,7 +64,8 @@ __global__ void prepare_group_operand(const Params p, const float* src, int rows
       for (int e = 0; e < kGsGroup; ++e) {
         const int k = j * kGsGroup + e;
         if (k >= K) break;
-        const int q = __float2int_rn(ldexpf(src[std::size_t(r) * K + k], -unit));  // exact
+        const float v = p.codes ? code_value<IS_B>(p, r, k) : src[std::size_t(r) * K + k];
+        const int q = __float2int_rn(ldexpf(v, -unit));  // exact
         w[e / 4] |= (unsigned(q) & 0xffu) << (8 * (e % 4));
         mask |= unsigned(q != 0) << e;
       }

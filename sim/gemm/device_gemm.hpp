@@ -124,6 +124,10 @@ struct DeviceLaunch {
   // alone cannot fill the GPU, 1 wherever the chunks allow it, -1 never.
   int k_parallel = 0;
   int k_group = 0;           // where > 0: at most this many chunks a pass (several passes)
+  // Resident 8-bit codes (gemm_resident): 0 read in place by every kernel (the float tiled
+  // kernel through tables in shared memory: no decoded copy and no prepared one), -1 decoded
+  // to values once (and prepared for the float kernel's tiles).
+  int codes = 0;
 };
 
 // Runs g on the current CUDA device. Throws std::runtime_error("fp8sim was built without

@@ -214,7 +214,7 @@ void group_sums_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
 void resident_on_device(const GemmSpec& s, int M, int N, int ld, int k0, int len, int cols,
                         const std::uint8_t* A, const std::uint8_t* B, const float* C,
                         std::span<const float> sa, std::span<const float> sb, float* D,
-                        void* stream, int device) {
+                        void* stream, int device, const DeviceLaunch& base) {
   const int K = len;
   // Code -> value tables (every code of the format; larger codes are reported as bad).
   auto table = [](const FormatSpec& f) {
@@ -248,7 +248,7 @@ void resident_on_device(const GemmSpec& s, int M, int N, int ld, int k0, int len
   g.code_ld = ld;
   g.code_k0 = k0;
   g.code_cols = cols;
-  DeviceLaunch launch;
+  DeviceLaunch launch = base;
   launch.stream = stream;
   launch.device = device;
   run_device_gemm(g, launch);

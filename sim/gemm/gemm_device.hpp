@@ -51,10 +51,11 @@ void group_sums_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
 // checks): columns [k0, k0 + len) of A (M x ld codes) and B (N x ld), columns at or beyond
 // `cols` read as zero padding; D (M x N float32, device) written in place on `stream` of
 // `device`, fp32 values of s.out_type. A block-scaled model runs here only on group sums
-// (group_sums_on_device_fit holds, C's finiteness checked on the device).
+// (group_sums_on_device_fit holds, C's finiteness checked on the device). `launch`: how the
+// engine launches (tests), its stream and device replaced by these.
 void resident_on_device(const GemmSpec& s, int M, int N, int ld, int k0, int len, int cols,
                         const std::uint8_t* A, const std::uint8_t* B, const float* C,
                         std::span<const float> sa, std::span<const float> sb, float* D,
-                        void* stream, int device);
+                        void* stream, int device, const DeviceLaunch& launch = {});
 
 }  // namespace fp8sim
