@@ -42,6 +42,27 @@ inline Operand random_operand(const FormatSpec& f, int rows, int cols, std::uint
   return decode_operand(f, rows, cols, std::span<const std::uint32_t>(codes));
 }
 
+// n seeded powers of two 2^-16..2^16, from random stream `stream` (MX scales).
+inline std::vector<float> pow2_scales(std::size_t n, std::uint64_t stream) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = std::ldexp(1.0f, int(random_u64(seed(), stream, i) % 33) - 16);
+  return v;
+}
+
+// n seeded block scales of scale format sf near 1 (E8M0 codes 119..135: 2^-8..2^8; other
+// formats codes 48..63), from random stream `stream`.
+inline std::vector<float> block_scales_near_one(const FormatSpec& sf, std::size_t n,
+                                                std::uint64_t stream) {
+  const bool e8 = sf.exponent_bits == 8;
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t r = random_u64(seed(), stream, i);
+    v[i] = static_cast<float>(decode(sf, std::uint32_t(e8 ? 119 + r % 17 : 48 + r % 16)));
+  }
+  return v;
+}
+
 inline std::vector<float> random_floats(std::size_t n, std::uint64_t stream, int lo, int hi) {
   std::vector<float> v(n);
   for (std::size_t i = 0; i < n; ++i) {

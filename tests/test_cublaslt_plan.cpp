@@ -35,6 +35,20 @@ struct Tally {
 };
 
 // Every traced call without a torch error through the plan of `gpu`.
+// The torch._scaled_mm call of a traced row; `at(row, name)` reads its field `name`.
+template <class At>
+ScaledMmCall traced_call(const json& row, const At& at) {
+  ScaledMmCall c;
+  c.m = at(row, "m").template get<int>();
+  c.n = at(row, "n").template get<int>();
+  c.k = at(row, "k").template get<int>();
+  c.out = at(row, "out").template get<std::string>();
+  c.scale = at(row, "scale").template get<std::string>();
+  c.fast = at(row, "fast").template get<bool>();
+  c.bias = !at(row, "bias").is_null();
+  return c;
+}
+
 Tally check(const std::string& gpu, const json& traced) {
   const auto fields = traced.at("fields").get<std::vector<std::string>>();
   auto at = [&](const json& row, const char* name) -> const json& {
@@ -43,14 +57,7 @@ Tally check(const std::string& gpu, const json& traced) {
   Tally t;
   for (const json& row : traced.at("cases")) {
     if (!at(row, "error").is_null()) continue;  // torch refused the call itself
-    ScaledMmCall c;
-    c.m = at(row, "m").get<int>();
-    c.n = at(row, "n").get<int>();
-    c.k = at(row, "k").get<int>();
-    c.out = at(row, "out").get<std::string>();
-    c.scale = at(row, "scale").get<std::string>();
-    c.fast = at(row, "fast").get<bool>();
-    c.bias = !at(row, "bias").is_null();
+    const ScaledMmCall c = traced_call(row, at);
     ++t.calls;
     t.bias_calls += c.bias;
     const int want = std::max(1, at(row, "split_k").get<int>());
@@ -251,12 +258,7 @@ TEST_CASE("split rule: every traced call (held out and at grid points), never wr
       RuleTally t;
       for (const json& row : traced.at("cases")) {
         if (!at(row, "error").is_null()) continue;
-        ScaledMmCall c;
-        c.m = at(row, "m").get<int>(), c.n = at(row, "n").get<int>(), c.k = at(row, "k").get<int>();
-        c.out = at(row, "out").get<std::string>();
-        c.scale = at(row, "scale").get<std::string>();
-        c.fast = at(row, "fast").get<bool>();
-        c.bias = !at(row, "bias").is_null();
+        const ScaledMmCall c = traced_call(row, at);
         ScaledMmCall plain = c;
         plain.bias = false;
         const RecordedSplit recorded = [&](int m, int n, int k) {
@@ -299,12 +301,7 @@ TEST_CASE("split rule: the fill boxes at every random call recorded, never wrong
       return row.at(std::find(fields.begin(), fields.end(), name) - fields.begin());
     };
     for (const json& row : traced.at("cases")) {
-      ScaledMmCall c;
-      c.m = at(row, "m").get<int>(), c.n = at(row, "n").get<int>(), c.k = at(row, "k").get<int>();
-      c.out = at(row, "out").get<std::string>();
-      c.scale = at(row, "scale").get<std::string>();
-      c.fast = at(row, "fast").get<bool>();
-      c.bias = !at(row, "bias").is_null();
+      const ScaledMmCall c = traced_call(row, at);
       const int want = std::max(1, at(row, "split_k").get<int>());
       const SplitRuleAnswer a = cublaslt_split_rule(c, rule, {});
       ++calls;

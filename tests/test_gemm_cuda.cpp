@@ -99,13 +99,7 @@ int grid_test() {
       const int M = 100, N = 136, K = 256;
       const Operand A = random_operand(format_by_name(pair.first), M, K, stream++, 0, subnormals);
       const Operand B = random_operand(format_by_name(pair.second), N, K, stream++, 0, subnormals);
-      auto pow2 = [&](std::size_t n) {
-        std::vector<float> v(n);
-        for (std::size_t i = 0; i < n; ++i)
-          v[i] = std::ldexp(1.0f, int(random_u64(seed(), stream, i) % 33) - 16);
-        ++stream;
-        return v;
-      };
+      auto pow2 = [&](std::size_t n) { return pow2_scales(n, stream++); };
       const std::string what = fmt::format("model={} a={} b={} M={} N={} K={} scaling=mx "
                                            "subnormals={}", p.name, pair.first, pair.second, M,
                                            N, K, subnormals);

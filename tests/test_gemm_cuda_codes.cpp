@@ -188,16 +188,7 @@ int codes_test() {
         const FormatSpec sf = p.block_scale->format;
         const auto A = adversarial_codes(s.a_format, l.M, l.ld, stream++, 0);
         const auto B = adversarial_codes(s.b_format, l.N, l.ld, stream++, 0);
-        const bool e8 = sf.exponent_bits == 8;
-        auto scales = [&](std::size_t n) {
-          std::vector<float> v(n);
-          for (std::size_t i = 0; i < n; ++i) {
-            const std::uint64_t r = random_u64(seed(), stream, i);
-            v[i] = static_cast<float>(decode(sf, std::uint32_t(e8 ? 119 + r % 17 : 48 + r % 16)));
-          }
-          ++stream;
-          return v;
-        };
+        auto scales = [&](std::size_t n) { return block_scales_near_one(sf, n, stream++); };
         const ScaleShapes ss = scale_shapes(s, l.M, l.N, l.len);
         const auto sa = scales(ss.a_rows * ss.a_cols), sb = scales(ss.b_rows * ss.b_cols);
         auto C = random_floats(std::size_t(l.M) * l.N, stream++, -20, 12);

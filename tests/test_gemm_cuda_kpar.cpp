@@ -119,13 +119,7 @@ int kpar_test() {
       const Operand A = random_operand(format_by_name("e4m3"), sh.M, sh.K, stream++, 0);
       const Operand B = random_operand(format_by_name("e5m2"), sh.N, sh.K, stream++, 0);
       const ScaleShapes ss = scale_shapes(s, sh.M, sh.N, sh.K);
-      auto pow2 = [&](std::size_t n) {
-        std::vector<float> v(n);
-        for (std::size_t i = 0; i < n; ++i)
-          v[i] = std::ldexp(1.0f, int(random_u64(seed(), stream, i) % 33) - 16);
-        ++stream;
-        return v;
-      };
+      auto pow2 = [&](std::size_t n) { return pow2_scales(n, stream++); };
       const auto sa = pow2(ss.a_rows * ss.a_cols), sb = pow2(ss.b_rows * ss.b_cols);
       const auto C = random_floats(std::size_t(sh.M) * sh.N, stream++, -20, 12);
       const std::string what = fmt::format("kpar model={} a=e4m3 b=e5m2 M={} N={} K={} "
@@ -156,16 +150,7 @@ int kpar_test() {
         const FormatSpec e2m1 = format_by_name("e2m1"), sf = p.block_scale->format;
         const Operand A = random_operand(e2m1, sh.M, sh.K, stream++, 0);
         const Operand B = random_operand(e2m1, sh.N, sh.K, stream++, 0);
-        const bool e8 = sf.exponent_bits == 8;
-        auto scales = [&](std::size_t n) {
-          std::vector<float> v(n);
-          for (std::size_t i = 0; i < n; ++i) {
-            const std::uint64_t r = random_u64(seed(), stream, i);
-            v[i] = static_cast<float>(decode(sf, std::uint32_t(e8 ? 119 + r % 17 : 48 + r % 16)));
-          }
-          ++stream;
-          return v;
-        };
+        auto scales = [&](std::size_t n) { return block_scales_near_one(sf, n, stream++); };
         const ScaleShapes ss = scale_shapes(s, sh.M, sh.N, sh.K);
         const auto sa = scales(ss.a_rows * ss.a_cols), sb = scales(ss.b_rows * ss.b_cols);
         auto C = random_floats(std::size_t(sh.M) * sh.N, stream++, -20, 12);
