@@ -4,8 +4,8 @@
 // sanitizer builds, there to catch memory errors, undefined behaviour and races, still run
 // every code path of the sweep, on fewer inputs. Known at compile time, so that no setting can
 // thin the plain build's sweeps. The sweeps thinned (each file's header says how):
-// test_format_batch, test_gemm_prefixes, test_triton_config, test_cublaslt_plan and
-// test_kernel's replay of the captured kernels.
+// test_format_batch, test_gemm_prefixes, test_triton_config, test_cublaslt_plan,
+// test_kernel's replay of the captured kernels and test_invariance's movement check.
 #pragma once
 
 namespace fp8sim::test {
