@@ -38,7 +38,7 @@ with_python=OFF
 "$python" -m nanobind --cmake_dir > /dev/null 2>&1 && with_python=ON
 if ! cmake -S "$root" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DFP8SIM_BUILD_TESTS=ON -DFP8SIM_BUILD_EXPERIMENTS=ON -DFP8SIM_BUILD_CUDA=ON \
-    -DFP8SIM_BUILD_PYTHON="$with_python" \
+    -DFP8SIM_BUILD_PYTHON="$with_python" -DFP8SIM_UNITY_BUILD=OFF \
     -DPython_EXECUTABLE="$python" -DPython3_EXECUTABLE="$python" > "$tmp/configure.log" 2>&1; then
   tail -n 20 "$tmp/configure.log" >&2
   echo "stage_deps: error: configuring the scratch build failed (the lines above)" >&2

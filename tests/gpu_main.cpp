@@ -1,9 +1,8 @@
 // gpu_main: the Catch2 main of the GPU test binaries (fp8sim_add_test ... GPU). Where the CUDA
 // engine cannot run (a build without CUDA, or no GPU) it prints "waived: <why>" and exits 77,
 // which ctest counts as skipped; any other error of the engine's first GEMM is a failure (a
-// failed launch must not pass as a skip); otherwise it runs the binary's test cases.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+// failed launch must not pass as a skip); otherwise it runs the binary's test cases (Catch2's
+// implementation: catch_session.cpp).
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -13,6 +12,7 @@
 
 #include "accumulator/accumulator.hpp"
 #include "format/format.hpp"
+#include "catch_session.hpp"
 #include "gemm/gemm.hpp"
 
 int main(int argc, char** argv) {
@@ -37,5 +37,5 @@ int main(int argc, char** argv) {
     fmt::print("waived: {}\n", colon == std::string::npos ? why : why.substr(colon + 2));
     return 77;
   }
-  return Catch::Session().run(argc, argv);
+  return fp8sim::test::run_catch_session(argc, argv);
 }

@@ -2,6 +2,9 @@
 // cuBLASLt's own trace said torch._scaled_mm ran on the GPU, for calls kept out of the tables
 // (tests/data/cublaslt_heldout_<gpu>.json, cuda/capture/record_cublaslt_plans.py --traced) and at
 // grid points (cublaslt_gridcheck_<gpu>.json): every call exact or refused, never wrong.
+// Under the sanitizers (sanitized.hpp) the split rule's leave-one-out check leaves out every
+// 5th recorded K and every 5th recorded M only, and tallies the points it reached: build/
+// leaves out each one.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
@@ -15,6 +18,7 @@
 #include "kernel/cublaslt_plan.hpp"
 #include "kernel/cublaslt_rule.hpp"
 #include "kernel/plan_table.hpp"
+#include "sanitized.hpp"
 
 using namespace fp8sim;
 using nlohmann::json;
@@ -196,8 +200,10 @@ TEST_CASE("split rule: every recorded point, its K and then its M left out, neve
           if (rec[0].split_k < 0) continue;  // a variant not recorded (block scales, fast accum)
           // The rule's answer with recorded M index `mo` or K index `ko` left out of the grid.
           std::vector<int> answer(rec.size(), 0);
+          std::vector<char> reached(rec.size(), !test::kSanitized);
           for (const bool leave_k : {true, false}) {
             for (std::size_t o = 0; o < (leave_k ? nk : nm); ++o) {
+              if (test::kSanitized && o % 5 != 0) continue;
               SplitRuleConstants without = rule;
               auto& axis = leave_k ? without.k_axis : without.m_axis;
               axis.erase(axis.begin() + static_cast<long>(o));
@@ -216,6 +222,7 @@ TEST_CASE("split rule: every recorded point, its K and then its M left out, neve
                   c.m = ms[i], c.n = ns[j], c.k = ks[l];
                   const SplitRuleAnswer a = cublaslt_split_rule(c, without, recorded);
                   int& got = answer[(i * nn + j) * nk + l];
+                  reached[(i * nn + j) * nk + l] = 1;
                   if (a.split_k == 0 || got < 0) continue;
                   if (a.split_k == want) {
                     got = a.split_k;
@@ -231,7 +238,7 @@ TEST_CASE("split rule: every recorded point, its K and then its M left out, neve
             }
           }
           for (std::size_t x = 0; x < rec.size(); ++x) {
-            if (rec[x].split_k <= 0) continue;
+            if (rec[x].split_k <= 0 || !reached[x]) continue;
             t.exact += answer[x] > 0;
             t.wrong += answer[x] < 0;
             t.undecided += answer[x] == 0;
@@ -240,9 +247,13 @@ TEST_CASE("split rule: every recorded point, its K and then its M left out, neve
     const long points = t.exact + t.wrong + t.undecided;
     fmt::print("{} recorded points: {} through the rule: {} exact, {} wrong, {} undecided\n", gpu,
                points, t.exact, t.wrong, t.undecided);
-    CHECK(points == 15 * 26 * 61 * 56 - 3 * 3 * 61 * 56);  // all but block scales' M 1..3
     CHECK(t.wrong == 0);
-    CHECK(t.undecided * 100 < points * 7);  // the split zone: 6.1% (H100), 6.7% (H200)
+    if (test::kSanitized) {
+      CHECK(t.exact > points / 2);
+    } else {
+      CHECK(points == 15 * 26 * 61 * 56 - 3 * 3 * 61 * 56);  // all but block scales' M 1..3
+      CHECK(t.undecided * 100 < points * 7);  // the split zone: 6.1% (H100), 6.7% (H200)
+    }
   }
 }
 

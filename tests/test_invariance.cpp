@@ -17,6 +17,7 @@
 #include "analysis/model_layers.hpp"
 #include "gemm/gemm.hpp"
 #include "kernel/cublaslt_plan.hpp"
+#include "sanitized.hpp"
 #include "test_seed.hpp"
 
 using namespace fp8sim;
@@ -175,35 +176,38 @@ TEST_CASE("a real M-row GEMM's row 0 is the report's row under the plan at M",
 }
 
 TEST_CASE("movement at each change: plain float bit arithmetic agrees", "[unit]") {
-  const InvarianceSpec s =
-      cublaslt_spec(4096, 14336, {1, 2, 4, 8, 16, 24, 32, 48, 64}, "f32", true);
-  const InvarianceReport r = invariance_report(s);
-  REQUIRE_FALSE(r.changes.empty());
-  bool moved = false;
-  for (const PlanChange& c : r.changes) {
-    const auto& a = r.rows[r.regions[c.from].variant];
-    const auto& b = r.rows[r.regions[c.to].variant];
-    std::size_t changed = 0;
-    long long ulp = 0;
-    double rel = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      if (std::bit_cast<std::uint32_t>(a[i]) == std::bit_cast<std::uint32_t>(b[i])) continue;
-      ++changed;
-      ulp = std::max(ulp, std::llabs(f32_ordinal(a[i]) - f32_ordinal(b[i])));
-      rel = std::max(rel, std::fabs(double(b[i]) - double(a[i])) / std::fabs(double(a[i])));
+  // N = 512: four changes of plan (split-K 5, 3, 5, 3, 5); N = 4096: one (2 -> 1 at M 24 ->
+  // 32) on a row 8 times longer, not under the sanitizers (sanitized.hpp).
+  for (const int n : test::kSanitized ? std::vector<int>{512} : std::vector<int>{512, 4096}) {
+    const InvarianceSpec s = cublaslt_spec(n, 14336, {1, 2, 4, 8, 16, 24, 32, 48, 64}, "f32", true);
+    const InvarianceReport r = invariance_report(s);
+    REQUIRE_FALSE(r.changes.empty());
+    bool moved = false;
+    for (const PlanChange& c : r.changes) {
+      const auto& a = r.rows[r.regions[c.from].variant];
+      const auto& b = r.rows[r.regions[c.to].variant];
+      std::size_t changed = 0;
+      long long ulp = 0;
+      double rel = 0;
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        if (std::bit_cast<std::uint32_t>(a[i]) == std::bit_cast<std::uint32_t>(b[i])) continue;
+        ++changed;
+        ulp = std::max(ulp, std::llabs(f32_ordinal(a[i]) - f32_ordinal(b[i])));
+        rel = std::max(rel, std::fabs(double(b[i]) - double(a[i])) / std::fabs(double(a[i])));
+      }
+      CHECK(c.movement.changed == changed);
+      CHECK(c.movement.max_ulp == double(ulp));
+      CHECK(c.movement.max_rel == rel);
+      moved = moved || changed > 0;
     }
-    CHECK(c.movement.changed == changed);
-    CHECK(c.movement.max_ulp == double(ulp));
-    CHECK(c.movement.max_rel == rel);
-    moved = moved || changed > 0;
+    CHECK(moved);
+    CHECK_FALSE(r.invariant);
+    // The fix: split_k = 1 at every M, its row the engine's under split 1, the same at every M.
+    REQUIRE(r.fix.has_value());
+    CHECK(r.fix->checked);
+    CHECK(r.fix->invariant);
+    CHECK(r.fix->options.split_k == 1);
   }
-  CHECK(moved);
-  CHECK_FALSE(r.invariant);
-  // The fix: split_k = 1 at every M, its row the engine's under split 1, the same at every M.
-  REQUIRE(r.fix.has_value());
-  CHECK(r.fix->checked);
-  CHECK(r.fix->invariant);
-  CHECK(r.fix->options.split_k == 1);
 }
 
 TEST_CASE("fixed presets: DeepGEMM invariant over 1..4096, CUTLASS refuses M not a multiple of 4",

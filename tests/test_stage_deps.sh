@@ -4,11 +4,11 @@
 # (-DCMAKE_PREFIX_PATH=<prefix> -DOPENSSL_ROOT_DIR=<prefix>) with /usr taken out of CMake's
 # search (CMAKE_IGNORE_PREFIX_PATH: the packages' CMake files here cannot be found), then
 # compiles one library translation unit per sim/ folder (the one that includes the most
-# package headers: Boost, fmt, CLI11, nlohmann-json, OpenSSL) and Catch2's main, at -O0 (the
-# headers are what is tested, not the code). The compiler would still find a header missing
-# from the prefix in /usr/include, so the check is on the compilations' own dependency lists
-# (ninja -t deps): every file they read is in the prefix, in the source or build tree, or
-# belongs to the toolchain's packages (those that the C++ and C library headers come from).
+# package headers: Boost, fmt, CLI11, nlohmann-json, OpenSSL) and Catch2's implementation, at
+# -O0 (the headers are what is tested, not the code). The compiler would still find a header
+# missing from the prefix in /usr/include, so the check is on the compilations' own dependency
+# lists (ninja -t deps): every file they read is in the prefix, in the source or build tree,
+# or belongs to the toolchain's packages (those that the C++ and C library headers come from).
 # Usage: tests/test_stage_deps.sh [<stage script>]   (default cuda/stage_deps.sh)
 set -euo pipefail
 export LC_ALL=C
@@ -35,6 +35,7 @@ ninja="$(command -v ninja)"
 if ! cmake -S "$root" -B "$tmp/build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
     -DOPENSSL_ROOT_DIR="$prefix" -DCMAKE_IGNORE_PREFIX_PATH=/usr -DCMAKE_CXX_COMPILER="$cxx" \
     -DCMAKE_MAKE_PROGRAM="$ninja" -DCMAKE_CXX_FLAGS_RELEASE=-O0 -DFP8SIM_BUILD_CUDA=OFF \
+    -DFP8SIM_UNITY_BUILD=OFF \
     > "$tmp/configure.log" 2>&1; then
   tail -n 20 "$tmp/configure.log"
   fail "configure against the staged prefix failed"
@@ -46,8 +47,9 @@ for v in fmt_DIR Boost_DIR CLI11_DIR nlohmann_json_DIR Catch2_DIR OPENSSL_INCLUD
   [[ "$got" == "$prefix"/* ]] || fail "$v is '$got', not in the staged prefix"
 done
 
-# One translation unit per sim/ folder (the build's own list: compile_commands.json), the one
-# with the most package includes, and Catch2's main.
+# One translation unit per sim/ folder (the build's own list: compile_commands.json, file by
+# file: FP8SIM_UNITY_BUILD=OFF above), the one with the most package includes, and Catch2's
+# implementation (tests/catch_session.cpp).
 python3 - "$tmp/build/compile_commands.json" "$root" > "$tmp/objects" <<'PY'
 import json, os, re, shlex, sys
 def output(e):  # the object: -o's argument
@@ -64,7 +66,7 @@ for e in entries:
         n = len(pkg.findall(open(f).read()))
         if folder not in best or n > best[folder][0]:
             best[folder] = (n, output(e))
-    elif f.endswith("tests/catch_main.cpp"):
+    elif f.endswith("tests/catch_session.cpp"):
         best["tests"] = (0, output(e))
 for folder in sorted(best):
     print(best[folder][1])

@@ -20,6 +20,11 @@
 #include "scaling/scaling.hpp"
 
 namespace fp8sim {
+
+std::string m_range_text(int lo, int hi) {
+  return lo == hi ? std::to_string(lo) : fmt::format("{}-{}", lo, hi);
+}
+
 namespace {
 
 // How each kernel's plan depends on M, as data with its evidence. `plan`: "cublaslt" (the
@@ -143,10 +148,6 @@ std::string options_text(const GemmOptions& o) {
                      o.a_format, o.b_format, o.model, o.promote_every, o.scaling, o.block,
                      o.scale_order, o.out_type, o.split_k, o.split_k_align, o.mx_block,
                      o.mx_scale);
-}
-
-std::string m_range_text(int lo, int hi) {
-  return lo == hi ? std::to_string(lo) : fmt::format("{}-{}", lo, hi);
 }
 
 // Seeded N(0, 1) values: element i of stream `name` (a pure function of i: any thread count).

@@ -184,6 +184,9 @@ std::string format_model_table(const ModelLayers& m, const std::vector<LayerInva
 // sorting, at most limits::kMaxDim; throws std::invalid_argument naming the bad item.
 std::vector<int> parse_m_list(std::string_view text);
 
+// An M range as the tables print it: "5" (one M) or "1-16".
+std::string m_range_text(int lo, int hi);
+
 // The tables, as the CLI prints them and the CSV / JSON writers write them.
 std::string format_report(const InvarianceReport& r);
 std::string regions_csv(const InvarianceReport& r, std::string_view layer = "",

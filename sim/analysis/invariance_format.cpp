@@ -11,10 +11,6 @@ namespace fp8sim {
 
 namespace {
 
-std::string m_range_text(int lo, int hi) {
-  return lo == hi ? std::to_string(lo) : fmt::format("{}-{}", lo, hi);
-}
-
 std::string csv_field(std::string_view v) {
   if (v.find_first_of(",\"\n") == std::string_view::npos) return std::string(v);
   std::string out = "\"";
