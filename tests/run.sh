@@ -8,7 +8,8 @@
 #   3. every ctest test of the plain build (unit, exhaustive, differential, golden, hwdata;
 #      gpu tests are skipped without a GPU) and the notebooks;
 #   4. the documentation site (mkdocs build --strict) and the Python package's tests (pytest,
-#      tests/python, which also runs every example of README.md and docs/ that shows output);
+#      tests/python, as many workers as cores (pytest-xdist), which also runs every example of
+#      README.md and docs/ that shows output);
 #      pytest's 15 slowest tests and its summary are the last output (ctest prints each test's
 #      time as it ends).
 # Each stage prints how long it took. Extra arguments go to the plain ctest (e.g. -L unit).
@@ -105,7 +106,7 @@ took "ctest"
 took "mkdocs build --strict"
 rc=0
 FP8SIM_CLI="$root/build/sim/fp8sim" FP8SIM_TEST_DATA="$root/tests/data" \
-  .venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 tests/python || rc=$?
+  .venv/bin/python -m pytest -q -p no:cacheprovider -n "$jobs" --durations=15 tests/python || rc=$?
 # pytest's exit 5 ("no tests collected") is not a failure
 if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then failed+=("pytest"); fi
 took "pytest"
