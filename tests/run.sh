@@ -106,7 +106,7 @@ took "ctest"
 took "mkdocs build --strict"
 rc=0
 FP8SIM_CLI="$root/build/sim/fp8sim" FP8SIM_TEST_DATA="$root/tests/data" \
-  .venv/bin/python -m pytest -q -p no:cacheprovider -n "$jobs" --durations=15 tests/python || rc=$?
+  .venv/bin/python -m pytest -q -p no:cacheprovider -n "$jobs" --dist worksteal --durations=15 tests/python || rc=$?
 # pytest's exit 5 ("no tests collected") is not a failure
 if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then failed+=("pytest"); fi
 took "pytest"

@@ -178,13 +178,15 @@ def gpu_name(device: str) -> str:
 
 # ---- the check (CPU) -------------------------------------------------------------------------
 
-def check_capture(folder: str, log=print, plans: str = "tables") -> dict:
+def check_capture(folder: str, log=print, plans: str = "tables", memo=None) -> dict:
     """Every captured row against the report's prediction. Returns {"cases": [...], "ok"}:
     per case the M agreeing, the M refused by the report (not predicted), and one line per
     mismatch; ok when nothing mismatches (refused M are listed, not counted as agreement).
     cuBLASLt's plans come from `plans`: "tables" (the recorded tables, as without a GPU),
     "cuda" (cuBLASLt asked on this machine's GPU: the live check) or "traced" (the split
-    cuBLASLt's own trace shows for each captured call: checks the arithmetic at every M)."""
+    cuBLASLt's own trace shows for each captured call: checks the arithmetic at every M).
+    `memo`: a dict kept between checks of one capture (the rows computed, by case and GEMM
+    options), so that a second check computes only the rows the first did not."""
     if plans not in ("tables", "cuda", "traced"):
         raise ValueError(f"plans {plans!r}: expected tables, cuda or traced")
     import fp8sim
@@ -228,7 +230,7 @@ def check_capture(folder: str, log=print, plans: str = "tables") -> dict:
             except ValueError as e:  # every M refused: the report's one line says why
                 at = {}
                 out["reason"] = str(e)
-            computed = {}
+            computed = (memo if memo is not None else {}).setdefault(case["name"], {})
             for m, got in captured.items():
                 p = at.get(m)
                 if p is None or p["refused"]:
