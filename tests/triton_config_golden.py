@@ -90,6 +90,23 @@ class _Log:
     warning = info
 
 
+def server_pick(ns, state, pick_src, default_src, file_name):
+    """pick(M, N, K, device) -> (config, tuned file name or None, its M key or None): the
+    server's own statements run in `ns` (its get_w8a8_block_fp8_configs loaded there), with
+    `state["device"]` the GPU name its device query returns; file_name(N, K) is the tuned
+    file's name as the server spells it."""
+    def pick(M, N, K, device):
+        state["device"] = device
+        configs = ns["get_w8a8_block_fp8_configs"](N, K, 128, 128)
+        loc = {"configs": configs, "M": M, "block_size": [128, 128]}
+        if configs:
+            exec(pick_src, loc)  # noqa: S102
+            key = next(k for k, v in configs.items() if v is loc["config"])
+            return loc["config"], file_name(N, K), key
+        return eval(default_src, loc), None, None  # noqa: S307
+    return pick
+
+
 def vllm_picker(root):
     """(pick(M, N, K, device) -> (config, file or None), provenance)."""
     utils = os.path.join(root, VLLM_UTILS, "fp8_utils.py")
@@ -106,17 +123,9 @@ def vllm_picker(root):
     exec(compile(dev_src, plat, "exec"), ns)  # noqa: S102
     exec(compile(cfg_src.replace("@functools.lru_cache\n", ""), utils, "exec"), ns)  # noqa: S102
 
-    def pick(M, N, K, device):
-        state["device"] = device
-        configs = ns["get_w8a8_block_fp8_configs"](N, K, 128, 128)
-        loc = {"configs": configs, "M": M, "block_size": [128, 128]}
-        if configs:
-            exec(pick_src, loc)  # noqa: S102
-            name = (f"N={N},K={K},device_name={ns['get_device_name_as_file_name']()},"
-                    "dtype=fp8_w8a8,block_shape=[128,128].json")
-            key = next(k for k, v in configs.items() if v is loc["config"])
-            return loc["config"], name, key
-        return eval(default_src, loc), None, None  # noqa: S307
+    pick = server_pick(ns, state, pick_src, default_src, lambda N, K: (
+        f"N={N},K={K},device_name={ns['get_device_name_as_file_name']()},"
+        "dtype=fp8_w8a8,block_shape=[128,128].json"))
     prov = {"fp8_utils.py": sha256(utils), "platform_utils.py": sha256(plat),
             "functions": "get_device_name_as_file_name, get_w8a8_block_fp8_configs, "
                          "w8a8_triton_block_scaled_mm's pick and default config"}
@@ -142,17 +151,9 @@ def sglang_picker(root):
     exec(compile(dev_src, common, "exec"), ns)  # noqa: S102
     exec(compile(cfg_src.replace("@functools.lru_cache\n", ""), kern, "exec"), ns)  # noqa: S102
 
-    def pick(M, N, K, device):
-        state["device"] = device
-        configs = ns["get_w8a8_block_fp8_configs"](N, K, 128, 128)
-        loc = {"configs": configs, "M": M, "block_size": [128, 128]}
-        if configs:
-            exec(pick_src, loc)  # noqa: S102
-            name = (f"N={N},K={K},device_name={ns['get_device_name']().replace(' ', '_')},"
-                    "dtype=fp8_w8a8,block_shape=[128, 128].json")
-            key = next(k for k, v in configs.items() if v is loc["config"])
-            return loc["config"], name, key
-        return eval(default_src, loc), None, None  # noqa: S307
+    pick = server_pick(ns, state, pick_src, default_src, lambda N, K: (
+        f"N={N},K={K},device_name={ns['get_device_name']().replace(' ', '_')},"
+        "dtype=fp8_w8a8,block_shape=[128, 128].json"))
     prov = {"fp8_kernel.py": sha256(kern), "common.py": sha256(common),
             "functions": "get_device_name, get_w8a8_block_fp8_configs, "
                          "w8a8_block_fp8_matmul_triton's pick and default config"}
