@@ -108,8 +108,10 @@ inline void compare(GemmSpec s, const Operand& A, const Operand& B, const std::v
 // codes (specials at `special` per mille), the largest magnitudes with random signs (long
 // cancellations, sums at the top of the exactness bound), mostly zeros of both signs, the
 // smallest magnitudes (subnormals, the alignment floor).
-inline Operand adversarial_operand(const FormatSpec& f, int rows, int cols, std::uint64_t stream,
-                            int special) {
+// The codes of adversarial_operand (rows x cols, row-major).
+inline std::vector<std::uint32_t> adversarial_code_values(const FormatSpec& f, int rows,
+                                                          int cols, std::uint64_t stream,
+                                                          int special) {
   const std::uint32_t n = code_count(f), sign = n / 2;
   std::vector<std::uint32_t> codes(std::size_t(rows) * cols);
   for (int r = 0; r < rows; ++r)
@@ -129,6 +131,12 @@ inline Operand adversarial_operand(const FormatSpec& f, int rows, int cols, std:
         c = 0;
       codes[i] = c;
     }
+  return codes;
+}
+
+inline Operand adversarial_operand(const FormatSpec& f, int rows, int cols, std::uint64_t stream,
+                                   int special) {
+  const std::vector<std::uint32_t> codes = adversarial_code_values(f, rows, cols, stream, special);
   return decode_operand(f, rows, cols, std::span<const std::uint32_t>(codes));
 }
 

@@ -35,26 +35,8 @@ namespace {
 // adversarial_operand's rows as one-byte codes of f (at most 8 bits), rows x ld.
 std::vector<std::uint8_t> adversarial_codes(const FormatSpec& f, int rows, int ld,
                                             std::uint64_t stream, int special) {
-  const std::uint32_t n = code_count(f), sign = n / 2;
-  std::vector<std::uint8_t> codes(std::size_t(rows) * ld);
-  for (int r = 0; r < rows; ++r)
-    for (int k = 0; k < ld; ++k) {
-      const std::size_t i = std::size_t(r) * ld + k;
-      const std::uint64_t x = random_u64(seed(), stream, i);
-      std::uint32_t c = static_cast<std::uint32_t>(x % n);
-      switch (r % 4) {
-        case 1: c = sign - 2 - std::uint32_t(x % 6); break;
-        case 2: c = (x >> 8) % 16 == 0 ? c : 0; break;
-        case 3: c = std::uint32_t(x % 12); break;
-        default: break;
-      }
-      if (r % 4 != 0 && (x >> 32) & 1) c |= sign;
-      const auto cls = classify(f, c);
-      if ((cls == ValueClass::nan || cls == ValueClass::inf) && int((x >> 40) % 1000) >= special)
-        c = 0;
-      codes[i] = static_cast<std::uint8_t>(c);
-    }
-  return codes;
+  const std::vector<std::uint32_t> c = adversarial_code_values(f, rows, ld, stream, special);
+  return std::vector<std::uint8_t>(c.begin(), c.end());
 }
 
 // Device memory for a test, freed however it ends.

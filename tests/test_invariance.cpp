@@ -36,6 +36,18 @@ InvarianceSpec cublaslt_spec(int n, int k, std::vector<int> m, const std::string
   return s;
 }
 
+// The Triton block kernel with vLLM's configs on the H100, for an N x K weight at M in m.
+InvarianceSpec triton_vllm_spec(int n, int k, std::vector<int> m) {
+  InvarianceSpec s;
+  s.kernel = "triton-w8a8-block-fp8";
+  s.triton_config = "vllm";
+  s.gpu = "h100";
+  s.n = n;
+  s.k = k;
+  s.m = std::move(m);
+  return s;
+}
+
 std::vector<int> range(int lo, int hi) {
   std::vector<int> v;
   for (int m = lo; m <= hi; ++m) v.push_back(m);
@@ -156,13 +168,7 @@ TEST_CASE("a real M-row GEMM's row 0 is the report's row under the plan at M",
   bias.bias = true;
   // The Triton block kernel with vLLM's configs: BLOCK_SIZE_M 16 (FP16 mma.sync) at M = 1,
   // 64 (wgmma) above, for DeepSeek-V3's kv_a_proj_with_mqa on the H100.
-  InvarianceSpec tri;
-  tri.kernel = "triton-w8a8-block-fp8";
-  tri.triton_config = "vllm";
-  tri.gpu = "h100";
-  tri.n = 576;
-  tri.k = 7168;
-  tri.m = {1, 2, 3};
+  const InvarianceSpec tri = triton_vllm_spec(576, 7168, {1, 2, 3});
   for (const InvarianceSpec& s : {cub, deep, row, bias, tri}) {
     const InvarianceReport r = invariance_report(s);
     const InvarianceInputs in = invariance_inputs(s);
@@ -234,13 +240,7 @@ TEST_CASE("fixed presets: DeepGEMM invariant over 1..4096, CUTLASS refuses M not
 // mma.sync on sm_90) and 64 from M = 2 (wgmma): the report sees both, and the row it computes
 // under each plan is the row of a real M-row GEMM run under that plan's pinned config.
 TEST_CASE("the Triton block kernel's plan per M is the server's config and its instruction", "[unit]") {
-  InvarianceSpec s;
-  s.kernel = "triton-w8a8-block-fp8";
-  s.triton_config = "vllm";
-  s.gpu = "h100";
-  s.n = 7168;
-  s.k = 1024;
-  s.m = {1, 2, 3, 4};
+  InvarianceSpec s = triton_vllm_spec(7168, 1024, {1, 2, 3, 4});
   const InvarianceReport r = invariance_report(s);
   REQUIRE(r.points.size() == 4);
   for (const PlanPoint& p : r.points) {
