@@ -171,7 +171,7 @@ template <int G, bool RNE, int MODE, int TM, int TN, int BM, int BN, int MINB>
 void launch_f32_shape(const Params& p, cudaStream_t st) {
   gpu::TileParams tp;
   tp.p = p;
-  const int K = p.g.K, kp = (K + gpu::kTileBk - 1) / gpu::kTileBk * gpu::kTileBk;
+  const int K = p.g.K;
   DeviceBuffer keep;
   int smem = gpu::tiled_f32_smem_bytes(BM, BN, TM, TN);
   static_assert(gpu::tiled_f32_smem_bytes(BM, BN, TM, TN) % 16 == 0, "code tables' alignment");
@@ -193,7 +193,9 @@ void launch_f32_shape(const Params& p, cudaStream_t st) {
     tp.tb = operand(g.B_codes, p.b_table, g.N, g.b_align_min);
     smem += gpu::kTileLutBytes;
   } else {
-    // Rows padded to whole tiles and to whole 32-row blocks of prepare_tile_operand.
+    // Rows padded to whole tiles and to whole 32-row blocks of prepare_tile_operand, K to
+    // whole slabs.
+    const int kp = (K + gpu::kTileBk - 1) / gpu::kTileBk * gpu::kTileBk;
     constexpr int RM = BM > 32 ? BM : 32, RN = BN > 32 ? BN : 32;
     static_assert(RM % BM == 0 && RN % BN == 0 && RM % 32 == 0 && RN % 32 == 0);
     const int mp = (p.g.M + RM - 1) / RM * RM, np = (p.g.N + RN - 1) / RN * RN;
@@ -228,9 +230,9 @@ void launch_f32_shape(const Params& p, cudaStream_t st) {
   const long long blocks = static_cast<long long>(grid.x) * grid.y;
   if (const int pass = gpu::k_parallel_pass(p, blocks, MINB, gpu::kTileBk)) {
     gpu::run_k_parallel(p, pass, blocks, MINB, [&](const gpu::ChunkParts& cp, int slices) {
-      gpu::TileParams kp = tp;
-      kp.p.chunks = cp;
-      kernel<<<dim3(grid.x, grid.y, slices), (BM / TM) * (BN / TN), smem, st>>>(kp);
+      gpu::TileParams sliced = tp;
+      sliced.p.chunks = cp;
+      kernel<<<dim3(grid.x, grid.y, slices), (BM / TM) * (BN / TN), smem, st>>>(sliced);
     }, st);
     return;
   }
@@ -285,9 +287,9 @@ void launch_tiled_f64_as(const Params& p, cudaStream_t st) {
   const long long blocks = static_cast<long long>(grid.x) * grid.y;
   if (const int pass = gpu::k_parallel_pass(p, blocks, per_sm, T::BK)) {
     gpu::run_k_parallel(p, pass, blocks, per_sm, [&](const gpu::ChunkParts& cp, int slices) {
-      Params kp = p;
-      kp.chunks = cp;
-      kernel<<<dim3(grid.x, grid.y, slices), threads, smem, st>>>(kp);
+      Params sliced = p;
+      sliced.chunks = cp;
+      kernel<<<dim3(grid.x, grid.y, slices), threads, smem, st>>>(sliced);
     }, st);
     return;
   }
@@ -332,9 +334,9 @@ void launch_group_sums_shape(const Params& p, cudaStream_t st) {
   auto kernel = gpu::tiled_group_sums<TM, TN, BM, BN, MINB>;
   if (const int pass = gpu::k_parallel_pass(p, blocks, MINB, gpu::kGsStep)) {
     gpu::run_k_parallel(p, pass, blocks, MINB, [&](const gpu::ChunkParts& cp, int slices) {
-      gpu::GroupParams kp = gp;
-      kp.p.chunks = cp;
-      kernel<<<dim3(grid.x, grid.y, slices), (BM / TM) * (BN / TN), 0, st>>>(kp);
+      gpu::GroupParams sliced = gp;
+      sliced.p.chunks = cp;
+      kernel<<<dim3(grid.x, grid.y, slices), (BM / TM) * (BN / TN), 0, st>>>(sliced);
     }, st);
     return;
   }
