@@ -13,6 +13,7 @@
 // place (the default), decoded first (codes -1), one thread per output on the codes, and
 // K-parallel forced on and off; each against the CPU engine on the same elements. Then peak
 // device memory: a resident GEMM with the codes in place stays within 1.5x its codes plus D.
+// And gemm_resident's block scales, checked on the device, against gemm()'s host check.
 // FP8SIM_SEED overrides the seed; the first mismatch is printed as one line.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "format/format.hpp"
 #include "gemm/gemm.hpp"
 #include "gemm/gemm_device.hpp"
 #include "gemm/gemm_split.hpp"
@@ -219,7 +221,83 @@ int memory_test() {
   return peak[0] <= 1.5 && peak[1] > peak[0] ? 0 : 1;
 }
 
+// gemm_resident's FP4 group-sum route checks the block scales on the device
+// (check_scales_on_device): over every value of the scale format, its float neighbours, its
+// negations, zeros, infinities and NaN, put at a random place among A's or B's scales, the
+// call fails exactly where gemm() on the CPU engine fails, with the same line (the same
+// index), and otherwise gives the CPU engine's bits (non-finite scales: through the host).
+int scale_check_test() {
+  Tally t;
+  std::uint64_t stream = 1900000;
+  for (const char* name : {"nvfp4", "mxf4"}) {
+    GemmSpec s;
+    s.model = accumulator_by_name(name);
+    use_model_block_scales(s);
+    const FormatSpec e2m1 = format_by_name("e2m1"), sf = s.model.block_scale->format;
+    s.a_format = s.b_format = e2m1;
+    s.out_type = format_by_name("fp32");
+    const int M = 8, N = 8, K = 128;
+    const auto A = adversarial_codes(e2m1, M, K, stream++, 0);
+    const auto B = adversarial_codes(e2m1, N, K, stream++, 0);
+    const std::size_t na = std::size_t(M) * K / s.mx_block, nb = std::size_t(N) * K / s.mx_block;
+    const DeviceMemory dA(A.size()), dB(B.size()), dD(std::size_t(M) * N * 4);
+    copy_device(dA.p, A.data(), A.size(), true);
+    copy_device(dB.p, B.data(), B.size(), true);
+    std::vector<float> probes = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 3.0f, 1e-30f};
+    for (std::uint32_t c = 0; c < code_count(sf); ++c) {
+      const float v = static_cast<float>(decode(sf, c));
+      for (float x : {v, -v, std::nextafter(v, INFINITY), std::nextafter(v, -INFINITY)})
+        probes.push_back(x);
+    }
+    for (std::size_t i = 0; i < 2 * probes.size(); ++i) {
+      const bool in_a = i % 2 == 0;
+      std::vector<float> sa = block_scales_near_one(sf, na, stream++);
+      std::vector<float> sb = block_scales_near_one(sf, nb, stream++);
+      std::vector<float>& target = in_a ? sa : sb;
+      const std::size_t at = random_u64(seed(), stream++, 0) % target.size();
+      target[at] = probes[i / 2];
+      std::vector<float> cpu(std::size_t(M) * N), gpu(cpu.size());
+      std::string cpu_error, gpu_error;
+      s.device = Device::cpu;
+      try {
+        gemm(s, M, N, K, A, B, {}, sa, sb, cpu);
+      } catch (const std::invalid_argument& e) {
+        cpu_error = e.what();
+      }
+      s.device = Device::cuda;
+      try {
+        gemm_resident(s, M, N, K, static_cast<const std::uint8_t*>(dA.p),
+                      static_cast<const std::uint8_t*>(dB.p), nullptr, sa, sb,
+                      static_cast<float*>(dD.p));
+        copy_device(gpu.data(), dD.p, gpu.size() * 4, false);
+      } catch (const std::invalid_argument& e) {
+        gpu_error = e.what();
+      }
+      const std::string what = fmt::format("{} scale {} at {}[{}]", name,
+                                           format_value(probes[i / 2]), in_a ? "A" : "B", at);
+      if (cpu_error != gpu_error) {
+        ++t.configs;
+        if (t.bad++ == 0)
+          t.first = fmt::format("seed={} {}: cpu error '{}', cuda error '{}'", seed(), what,
+                                cpu_error, gpu_error);
+      } else if (cpu_error.empty()) {
+        tally(cpu, gpu, N, t, what);
+      } else {
+        ++t.configs;
+      }
+    }
+  }
+  fmt::print("scale check: {} configurations, {} outputs, {} differ{}\n", t.configs, t.outputs,
+             t.bad, t.bad ? "; first: " + t.first : "");
+  return t.bad == 0 && t.outputs > 0 ? 0 : 1;
+}
+
 }  // namespace
+
+TEST_CASE("gemm_resident checks FP4 block scales on the device as gemm() does on the host",
+          "[gpu]") {
+  CHECK(scale_check_test() == 0);
+}
 
 TEST_CASE("resident codes read in place equal the CPU engine and the decoded path", "[gpu]") {
   CHECK(codes_test() == 0);

@@ -28,10 +28,8 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "gemm/device_gemm.hpp"
@@ -248,10 +246,13 @@ void launch_tiled_f32(const Params& p, cudaStream_t st) {
   // 16 x 64 tiles against 2.9e11 with 64 x 64; 64x7168x16384 at 2.4e12 with 32 x 64 against
   // 1.9e12). Where the 64 x 64 tiles run K-parallel (gemm_engine_kpar.cuh: chunks of K fill
   // the GPU), smaller tiles only where M is at most 32 (less of the tile wasted on rows
-  // beyond M). Every tile shape gives the same bits.
+  // beyond M). For M <= 16, 4 x 2 outputs a thread, six blocks an SM (H100, 2026-11-26,
+  // K-parallel: 16x4096x7168 at 2.21e12 against 1.86e12 with 2 x 2 and four; 2 x 4 on
+  // 16 x 128 tiles 1.99e12; 4 x 1 1.98e12; 4 x 2 with eight blocks 2.22e12 but slower at
+  // 8 and 16 x 14336 rows). Every tile shape gives the same bits.
   const long long big_blocks = (p.g.M + 63LL) / 64 * ((p.g.N + 63LL) / 64);
   if (big_blocks < 2LL * 3 * gpu::sm_count()) {
-    if (p.g.M <= 16) return launch_f32_shape<G, RNE, MODE, 2, 2, 16, 64, 4>(p, st);
+    if (p.g.M <= 16) return launch_f32_shape<G, RNE, MODE, 4, 2, 16, 64, 6>(p, st);
     if (p.g.M <= 32 || gpu::k_parallel_pass(p, big_blocks, 3, gpu::kTileBk) == 0)
       return launch_f32_shape<G, RNE, MODE, 4, 2, 32, 64, 3>(p, st);
   }
@@ -446,8 +447,10 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
     bufD = device_alloc(outputs * sizeof(float), st);
     p.g.D = static_cast<float*>(bufD.get());
   }
-  p.g.sa = upload(g.sa, g.sa_size, st, bufSa);
-  p.g.sb = upload(g.sb, g.sb_size, st, bufSb);
+  if (!launch.scales_on_device) {
+    p.g.sa = upload(g.sa, g.sa_size, st, bufSa);
+    p.g.sb = upload(g.sb, g.sb_size, st, bufSb);
+  }
 
   cudaEvent_t ev[2];
   for (auto& e : ev) check(cudaEventCreate(&e), "event");
@@ -536,72 +539,6 @@ bool device_all_finite(const float* p, std::size_t n, void* stream, int device) 
   check(cudaMemcpyAsync(&host, bad, sizeof host, cudaMemcpyDeviceToHost, st), "download");
   check(cudaStreamSynchronize(st), "finiteness kernel");
   return host == 0;
-}
-
-namespace {
-// device_malloc's blocks: their sizes, the bytes live and the most live since the last reset.
-struct MallocBook {
-  std::mutex mutex;
-  std::unordered_map<void*, std::size_t> sizes;
-  std::size_t live = 0, peak = 0;
-};
-MallocBook& malloc_book() {
-  static MallocBook book;
-  return book;
-}
-}  // namespace
-
-void* device_malloc(std::size_t bytes, int device) {
-  if (device >= 0) check(cudaSetDevice(device), "set device");
-  void* p = nullptr;
-  check(cudaMalloc(&p, bytes), "cudaMalloc");
-  MallocBook& b = malloc_book();
-  const std::lock_guard<std::mutex> lock(b.mutex);
-  b.sizes[p] = bytes;
-  b.live += bytes;
-  b.peak = std::max(b.peak, b.live);
-  return p;
-}
-
-void device_free(void* p) {
-  if (!p) return;
-  cudaFree(p);
-  MallocBook& b = malloc_book();
-  const std::lock_guard<std::mutex> lock(b.mutex);
-  if (const auto it = b.sizes.find(p); it != b.sizes.end()) {
-    b.live -= it->second;
-    b.sizes.erase(it);
-  }
-}
-
-std::size_t device_memory_peak(bool reset) {
-  int dev = 0;
-  check(cudaGetDevice(&dev), "get device");
-  cudaMemPool_t pool;
-  check(cudaDeviceGetDefaultMemPool(&pool, dev), "memory pool");
-  unsigned long long high = 0;  // cuuint64_t
-  check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high), "memory pool");
-  MallocBook& b = malloc_book();
-  const std::lock_guard<std::mutex> lock(b.mutex);
-  const std::size_t peak = static_cast<std::size_t>(high) + b.peak;
-  if (reset) {
-    unsigned long long zero = 0;  // the pool's mark restarts at what is in use now
-    check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero), "memory pool");
-    b.peak = b.live;
-  }
-  return peak;
-}
-
-void copy_device(void* dst, const void* src, std::size_t bytes, bool to_device, void* stream,
-                 int device) {
-  DeviceLaunch launch;
-  launch.stream = stream;
-  launch.device = device;
-  const gpu::LaunchStream st(launch);
-  check(cudaMemcpyAsync(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
-                        st.get()),
-        to_device ? "upload" : "download");
-  check(cudaStreamSynchronize(st.get()), to_device ? "upload" : "download");
 }
 
 }  // namespace fp8sim

@@ -128,6 +128,9 @@ struct DeviceLaunch {
   // kernel through tables in shared memory: no decoded copy and no prepared one), -1 decoded
   // to values once (and prepared for the float kernel's tiles).
   int codes = 0;
+  // DeviceGemm's sa and sb are device memory already (gemm_resident's checked copies), not
+  // host arrays to upload.
+  bool scales_on_device = false;
 };
 
 // Runs g on the current CUDA device. Throws std::runtime_error("fp8sim was built without
@@ -162,6 +165,20 @@ void copy_device(void* dst, const void* src, std::size_t bytes, bool to_device,
 // Whether the n floats at p (memory of CUDA device `device`, -1: the current one) are all
 // finite, read after the work queued on `stream`; throws as run_device_gemm does.
 bool device_all_finite(const float* p, std::size_t n, void* stream = nullptr, int device = -1);
+
+// Block scales in device memory checked there (gemm_resident's group-sum route): the n floats
+// at `scales`, each a value of the scale format where it is a NaN and nan_ok, or its float
+// bits have 16 zero low bits and bit (bits >> 16) of `table` (kScaleTableWords words of
+// host memory: bit i in word i / 32 at i % 32) is set. Read after the work queued on `stream`; throws as
+// run_device_gemm does.
+constexpr std::size_t kScaleTableWords = 65536 / 32;
+struct DeviceScaleCheck {
+  std::size_t first_bad;  // the smallest index of a scale that is not a value (n: none)
+  bool finite;            // every scale finite
+};
+DeviceScaleCheck check_scales_on_device(const float* scales, std::size_t n,
+                                        const std::uint32_t* table, bool nan_ok,
+                                        void* stream = nullptr, int device = -1);
 
 // Memory of the current CUDA device (cudaMalloc / cudaFree), for callers without CUDA headers
 // that hand gemm_resident operands on the device (benchmarks, tests); throws as

@@ -24,6 +24,7 @@
 #include "gemm/engine_cpu.hpp"
 #include "gemm/gemm.hpp"
 #include "gemm/gemm_device.hpp"
+#include "gemm/gemm_path.hpp"
 #include "gemm/gemm_split.hpp"
 #include "format/rounding.hpp"
 
@@ -39,42 +40,52 @@ void check_span(std::string_view what, std::size_t got, std::size_t want) {
 // Formats of up to 16 bits: the format's values (every code decoded; a zero stands for both
 // signs, as == compares) as float bits; where all of them have 16 zero low bits (up to 7
 // mantissa bits: e4m3, ue8m0, ...), a scale is looked up by its high 16 bits in a 64 Ki-bit
-// table (a few nanoseconds a scale, so that FP4 GEMMs' millions of scales cost milliseconds),
-// else among the sorted values; wider formats: each scale encoded and decoded.
-void check_block_scales(const GemmSpec& s, const FormatSpec& f, std::span<const float> sa,
-                        std::span<const float> sb) {
-  const bool table = total_bits(f) <= 16;
-  std::vector<std::uint32_t> values;
-  bool nan = false;
-  for (std::uint32_t c = 0; table && c < code_count(f); ++c) {
-    const double v = decode(f, c);
-    nan = nan || std::isnan(v);
-    if (std::isnan(v) || double(float(v)) != v) continue;  // no float scale equals it
-    values.push_back(std::bit_cast<std::uint32_t>(float(v)));
-    if (v == 0.0) values.push_back(std::bit_cast<std::uint32_t>(-float(v)));
+// table (a few nanoseconds a scale, so that FP4 GEMMs' millions of scales cost milliseconds;
+// gemm_resident looks them up on the device, check_scales_on_device), else among the sorted
+// values; wider formats: each scale encoded and decoded.
+struct ScaleValues {
+  const FormatSpec& f;
+  bool table = false, nan = false, high_half = false;
+  std::vector<std::uint32_t> values;  // sorted float bits
+  std::vector<std::uint32_t> high;    // high_half: bit (bits >> 16) set for each value
+
+  explicit ScaleValues(const FormatSpec& format) : f(format), table(total_bits(format) <= 16) {
+    for (std::uint32_t c = 0; table && c < code_count(f); ++c) {
+      const double v = decode(f, c);
+      nan = nan || std::isnan(v);
+      if (std::isnan(v) || double(float(v)) != v) continue;  // no float scale equals it
+      values.push_back(std::bit_cast<std::uint32_t>(float(v)));
+      if (v == 0.0) values.push_back(std::bit_cast<std::uint32_t>(-float(v)));
+    }
+    std::sort(values.begin(), values.end());
+    high_half = table && std::all_of(values.begin(), values.end(),
+                                     [](std::uint32_t b) { return (b & 0xffffu) == 0; });
+    if (high_half) {
+      high.assign(kScaleTableWords, 0);
+      for (std::uint32_t b : values) high[b >> 21] |= 1u << ((b >> 16) & 31);
+    }
   }
-  std::sort(values.begin(), values.end());
-  const bool high_half = table && std::all_of(values.begin(), values.end(),
-                                              [](std::uint32_t b) { return (b & 0xffffu) == 0; });
-  std::vector<bool> high(high_half ? 1u << 16 : 0);
-  for (std::uint32_t b : values)
-    if (high_half) high[b >> 16] = true;
-  const RoundingSpec exact{Rounding::rne, Overflow::nonsat, 32};
-  const auto is_value = [&](float x) {
+  bool is_value(float x) const {
+    const RoundingSpec exact{Rounding::rne, Overflow::nonsat, 32};
     if (std::isnan(x)) return table ? nan : std::isnan(decode(f, encode(x, f, exact)));
     const std::uint32_t b = std::bit_cast<std::uint32_t>(x);
-    if (high_half) return (b & 0xffffu) == 0 && high[b >> 16];
+    if (high_half) return (b & 0xffffu) == 0 && (high[b >> 21] >> ((b >> 16) & 31)) & 1u;
     if (table) return std::binary_search(values.begin(), values.end(), b);
-    const double back = decode(f, encode(x, f, exact));
-    return back == x;
-  };
+    return decode(f, encode(x, f, exact)) == x;
+  }
+  [[noreturn]] void bad(const GemmSpec& s, const char* what, std::size_t i, float x) const {
+    throw std::invalid_argument(fmt::format(
+        "{}[{}] = {} is not a {} value (model {} applies its scales inside the MMA)", what, i,
+        format_value(x), f.name, s.model.name));
+  }
+};
+
+void check_block_scales(const GemmSpec& s, const FormatSpec& f, std::span<const float> sa,
+                        std::span<const float> sb) {
+  const ScaleValues values(f);
   for (const auto& [what, v] : {std::pair{"A scales", sa}, std::pair{"B scales", sb}})
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      if (is_value(v[i])) continue;
-      throw std::invalid_argument(fmt::format(
-          "{}[{}] = {} is not a {} value (model {} applies its scales inside the MMA)", what, i,
-          format_value(v[i]), f.name, s.model.name));
-    }
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (!values.is_value(v[i])) values.bad(s, what, i, v[i]);
 }
 
 // The dispatcher under gemm(), gemm_prefixes() and batched_dot(), routes in the order of the
@@ -281,14 +292,42 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
   if (s.model.block_scale) {
     // Scales inside the MMA on group sums: the CUDA engine's group-sum step reads the codes in
     // place where it is exact (finite elements, scales and C) and no library GEMM wraps it.
-    check_block_scales(s, s.model.block_scale->format, sa, sb);
+    const FormatSpec& sf = s.model.block_scale->format;
     const bool finite_formats =
         s.a_format.specials == Specials::finite && s.b_format.specials == Specials::finite;
-    if (s.model.group_sum > 1 && bias.empty() && !needs_library_gemm(s, false) &&
-        padded_k(s, K) == K &&
-        group_sums_on_device_fit(s, s.a_format, s.b_format, finite_formats, {}, sa, sb) &&
-        (C == nullptr || device_all_finite(C, outputs, stream, device)))
-      return resident_on_device(s, M, N, K, 0, K, K, A, B, C, sa, sb, D, stream, device);
+    const bool group_route = s.model.group_sum > 1 && bias.empty() &&
+                             !needs_library_gemm(s, false) && padded_k(s, K) == K &&
+                             group_sums_fit(s.model, s.a_format, s.b_format) && finite_formats;
+    const ScaleValues values(sf);
+    if (group_route && values.high_half) {
+      // The scales go to the device once and are checked there (the same test as
+      // check_block_scales'), and the group-sum step reads that copy.
+      struct Copy {
+        void* p = nullptr;
+        ~Copy() { device_free(p); }
+      } copy;
+      const std::size_t n = sa.size() + sb.size();
+      copy.p = device_malloc(std::max<std::size_t>(n, 1) * sizeof(float), device);
+      float* d = static_cast<float*>(copy.p);
+      copy_device(d, sa.data(), sa.size_bytes(), true, stream, device);
+      copy_device(d + sa.size(), sb.data(), sb.size_bytes(), true, stream, device);
+      const DeviceScaleCheck c = check_scales_on_device(d, n, values.high.data(), values.nan, stream,
+                                                         device);
+      if (c.first_bad < sa.size()) values.bad(s, "A scales", c.first_bad, sa[c.first_bad]);
+      if (c.first_bad < n)
+        values.bad(s, "B scales", c.first_bad - sa.size(), sb[c.first_bad - sa.size()]);
+      if (c.finite && (C == nullptr || device_all_finite(C, outputs, stream, device))) {
+        DeviceLaunch launch;
+        launch.scales_on_device = true;
+        return resident_on_device(s, M, N, K, 0, K, K, A, B, C, {d, sa.size()},
+                                  {d + sa.size(), sb.size()}, D, stream, device, launch);
+      }
+    } else {
+      check_block_scales(s, sf, sa, sb);
+      if (group_route && group_sums_on_device_fit(s, s.a_format, s.b_format, true, {}, sa, sb) &&
+          (C == nullptr || device_all_finite(C, outputs, stream, device)))
+        return resident_on_device(s, M, N, K, 0, K, K, A, B, C, sa, sb, D, stream, device);
+    }
     // Elsewhere the host entry folds the scales into the operands (or sums groups) before
     // the CUDA engine runs, so the codes make one round trip through the host.
     std::vector<std::uint8_t> a(std::size_t(M) * K), b(std::size_t(N) * K);

@@ -1,6 +1,6 @@
 // gemm_device_stub: the CUDA GEMM engine's entry points (run_device_gemm, copy_device,
-// run_device_epilogue, device_all_finite, device_malloc, device_free, device_kernel_seconds,
-// device_memory_peak) in a build without CUDA (linked instead of cuda/engine/'s).
+// run_device_epilogue, device_all_finite, check_scales_on_device, device_malloc, device_free,
+// device_kernel_seconds, device_memory_peak) in a build without CUDA (linked instead of cuda/engine/'s).
 #include <stdexcept>
 
 #include "gemm/device_gemm.hpp"
@@ -20,6 +20,11 @@ void run_device_epilogue(const DeviceEpilogue&, float*, void*, int) {
 }
 
 bool device_all_finite(const float*, std::size_t, void*, int) {
+  throw std::runtime_error("device cuda: fp8sim was built without CUDA");
+}
+
+DeviceScaleCheck check_scales_on_device(const float*, std::size_t, const std::uint32_t*, bool,
+                                        void*, int) {
   throw std::runtime_error("device cuda: fp8sim was built without CUDA");
 }
 
