@@ -3,9 +3,10 @@
 // of its cases there: the plain build (build/, every ctest test) checks every case, and the
 // sanitizer builds, there to catch memory errors, undefined behaviour and races, still run
 // every code path of the sweep, on fewer inputs. Known at compile time, so that no setting can
-// thin the plain build's sweeps. The sweeps thinned (each file's header says how):
+// thin the plain build's sweeps. The sweeps thinned (each file's header or case says how):
 // test_format_batch, test_gemm_prefixes, test_triton_config, test_cublaslt_plan,
-// test_kernel's replay of the captured kernels and test_invariance's movement check.
+// test_kernel's replay of the captured kernels, test_invariance's movement check,
+// test_probe's grid of custom models and test_cli_reliability's streaming replay.
 #pragma once
 
 namespace fp8sim::test {
