@@ -107,24 +107,39 @@ __device__ __forceinline__ void split_double(double x, long long& m, int& e) {
 // j in [i, end) (each exact in a double: operands are floats), as a double where it is one
 // (ExactSum's to_double, its rest zero). False where it is not (sim throws "a group sum of
 // ... products is not exact in a double"). all_zero: every product is zero.
-// In 128-bit integers where the products span few enough bits, else in WideSum.
+// First in doubles, each addition checked exact (Knuth's TwoSum: its error term zero), which
+// decides nearly every group of bf16 or narrower values; where an addition is not exact, in
+// 128-bit integers where the products span few enough bits, else in WideSum.
 template <class R>
 __device__ inline bool exact_group_sum(const R a, const R b, int i, int end, double& sum,
                                        bool& all_zero) {
   sum = 0.0;
   all_zero = true;
+  bool exact = true;
+  for (int j = i; j < end; ++j) {
+    const double p = double(a[j]) * double(b[j]);
+    all_zero = all_zero && p == 0.0;
+    const double s = __dadd_rn(sum, p);  // TwoSum(sum, p): s + e == sum + p exactly
+    const double bv = __dadd_rn(s, -sum);
+    const double e = __dadd_rn(__dadd_rn(sum, -__dadd_rn(s, -bv)), __dadd_rn(p, -bv));
+    exact = exact && e == 0.0;
+    sum = s;
+  }
+  if (exact) {  // every partial sum exact: sum is the exact sum (+0 where it is zero)
+    if (sum == 0.0) sum = 0.0;
+    return true;
+  }
+  sum = 0.0;
   int lo = 1 << 20, hi = -(1 << 20);
   for (int j = i; j < end; ++j) {
     const double p = double(a[j]) * double(b[j]);
     if (p == 0.0) continue;
-    all_zero = false;
     long long m;
     int e;
     split_double(p, m, e);
     lo = min(lo, e);
     hi = max(hi, e);
   }
-  if (all_zero) return true;
   const int carry = 32 - __clz(end - i);  // bits a sum of end - i terms adds
   if (hi - lo + 53 + carry <= 126) {
     i128 s = 0;
@@ -210,6 +225,7 @@ __device__ inline bool scaled_term(const Params& p, const R a, const R b, At at,
 }
 
 constexpr int kMaxScaledLanes = 8;  // DeviceGemm::lanes on this path (the host checks it)
+constexpr int kTermCache = 8;       // group-sum terms a step keeps between its two passes
 
 __device__ __forceinline__ double step_nan() { return __longlong_as_double(0x7ff8000000000000LL); }
 
@@ -229,12 +245,15 @@ __device__ inline double scaled_step_sum(const Params& p, const R a, const R b, 
   const int lanes = g.lanes;
   int emax[kMaxScaledLanes];
   for (int l = 0; l < lanes; ++l) emax[l] = kNoExponent;
+  // Group sums' values kept for step 4 (the first kTermCache terms; the rest recomputed).
+  double cached[kTermCache];
   for (int t = 0; t < terms; ++t) {
     ScaledTerm x;
     if (!scaled_term(p, a, b, at, n, t, x)) {
       if (err == 0) err = kStepGroupSumInexact;
       return step_nan();
     }
+    if (gs > 1 && t < kTermCache) cached[t] = x.v;
     if (x.zero && !m.zero_on) continue;
     const int e = x.zero ? m.zero_exponent : x.e;
     emax[t % lanes] = max(emax[t % lanes], e);
@@ -260,7 +279,8 @@ __device__ inline double scaled_step_sum(const Params& p, const R a, const R b, 
     i128 lane = 0;
     for (int t = l; t < terms; t += lanes) {
       ScaledTerm x;
-      scaled_term(p, a, b, at, n, t, x);  // exact: checked in 3.
+      if (gs > 1 && t < kTermCache) x.v = cached[t];
+      else scaled_term(p, a, b, at, n, t, x);  // exact: checked in 3.
       i128 cut;
       if (!scaled_cut_to_grid(x.v, gl, m.term_cut, cut)) {
         if (err == 0) err = kStepTermBeyond128;
