@@ -103,10 +103,9 @@ DeviceGemm device_gemm(const GemmSpec& s, const Operand& A, const Operand& B,
   return g;
 }
 
-// Runs g, whose scales are s's MX block scales (mx_block elements each), as a GEMM or as
-// batched dot products (one row of scales per row of A and of B).
-void run_with_mx_scales(const GemmSpec& s, DeviceGemm& g, bool batched,
-                        const DeviceLaunch& launch) {
+// g's scales as s's MX block scales (mx_block elements each), for a GEMM or for batched dot
+// products (one row of scales per row of A and of B).
+void set_mx_scales(const GemmSpec& s, DeviceGemm& g, bool batched) {
   g.scale_block = s.mx_block;
   if (batched) {
     g.batched = true;
@@ -115,6 +114,12 @@ void run_with_mx_scales(const GemmSpec& s, DeviceGemm& g, bool batched,
   } else {
     set_scale_layout(s, g);
   }
+}
+
+// Runs g, whose scales are s's MX block scales, as a GEMM or as batched dot products.
+void run_with_mx_scales(const GemmSpec& s, DeviceGemm& g, bool batched,
+                        const DeviceLaunch& launch) {
+  set_mx_scales(s, g, batched);
   run_device_gemm(g, launch);
 }
 
@@ -220,10 +225,10 @@ bool scaled_reference_on_device_fit(const AccumulatorSpec& m) {
          m.lanes <= 8;
 }
 
-void scaled_reference_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
-                                std::span<const float> C, std::span<const float> sa,
-                                std::span<const float> sb, std::span<float> D, bool batched,
-                                const DeviceLaunch& launch) {
+DeviceGemm scaled_reference_device_gemm(const GemmSpec& s, const Operand& A, const Operand& B,
+                                        std::span<const float> C, std::span<const float> sa,
+                                        std::span<const float> sb, std::span<float> D,
+                                        bool batched) {
   DeviceGemm g = device_gemm(s, A, B, C, sa, sb, D, /*group_sums=*/false,
                              /*scaled_reference=*/true);
   g.scaled = false;  // the scales are inside the MMA
@@ -232,18 +237,32 @@ void scaled_reference_on_device(const GemmSpec& s, const Operand& A, const Opera
   g.lanes = s.model.lanes;
   g.product_overflow = s.model.product_overflow;
   g.scale_min_exponent = min_normal_exponent(s.model.block_scale->format);
-  unsigned errors = 0;
-  g.step_errors = &errors;
-  run_with_mx_scales(s, g, batched, launch);
-  // The CPU engine throws the first error a step raised (sim/accumulator/step.cpp's words):
-  // on one thread, the first output's first, which the device reports.
-  if (errors == kStepGroupSumInexact)
+  set_mx_scales(s, g, batched);
+  return g;
+}
+
+void throw_step_error(const AccumulatorSpec& m, unsigned error) {
+  // sim/accumulator/step.cpp's words, which the CPU engine rethrows.
+  if (error == kStepGroupSumInexact)
     throw std::domain_error(fmt::format(
         "model '{}': a group sum of {} products is not exact in a double (operands too wide "
-        "for group sums)", s.model.name, s.model.group_sum));
-  if (errors == kStepTermBeyond128) throw std::domain_error("accumulator term beyond 128 bits");
-  if (errors == kStepBelowExactGrid)
+        "for group sums)", m.name, m.group_sum));
+  if (error == kStepTermBeyond128) throw std::domain_error("accumulator term beyond 128 bits");
+  if (error == kStepBelowExactGrid)
     throw std::domain_error("exact sum: value below the fixed-point grid");
+}
+
+void scaled_reference_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
+                                std::span<const float> C, std::span<const float> sa,
+                                std::span<const float> sb, std::span<float> D, bool batched,
+                                const DeviceLaunch& launch) {
+  DeviceGemm g = scaled_reference_device_gemm(s, A, B, C, sa, sb, D, batched);
+  unsigned error = 0;
+  g.step_errors = &error;
+  run_device_gemm(g, launch);
+  // The CPU engine throws the first error a step raised: on one thread, the first output's
+  // first, which the device reports.
+  throw_step_error(s.model, error);
 }
 
 void resident_on_device(const GemmSpec& s, int M, int N, int ld, int k0, int len, int cols,

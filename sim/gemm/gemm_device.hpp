@@ -56,6 +56,14 @@ void group_sums_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
 // a block-scaled model (no chained blocks, not exact) whose c joins or is added after, in at
 // most 8 lanes (c exact and c realigned stay on the CPU engine).
 bool scaled_reference_on_device_fit(const AccumulatorSpec& m);
+// Its DeviceGemm (run_device_gemm's input; step_errors unset), and the CPU engine's
+// std::domain_error for a DeviceStepError (nothing for 0): what scaled_reference_on_device
+// runs between them (tests/test_gemm_scaled_host.cpp runs the device step on the host there).
+DeviceGemm scaled_reference_device_gemm(const GemmSpec& s, const Operand& A, const Operand& B,
+                                        std::span<const float> C, std::span<const float> sa,
+                                        std::span<const float> sb, std::span<float> D,
+                                        bool batched);
+void throw_step_error(const AccumulatorSpec& m, unsigned error);
 void scaled_reference_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
                                 std::span<const float> C, std::span<const float> sa,
                                 std::span<const float> sb, std::span<float> D, bool batched,
