@@ -12,9 +12,11 @@
 //                 (decode shapes): chunks of K in parallel, then each output's promotion
 //                 chain in chunk order (gemm_engine_kpar.cuh); the same bits;
 //   dot_kernel    one thread per output through gemm_engine_step.cuh's dot_output (fast
-//                 steps where exact, group-sum steps for FP4 block-scaled models, reference
-//                 steps elsewhere): every other model, every output the tiled kernel hands
-//                 back (kRedoBits), and batched dot products.
+//                 steps where exact, group-sum steps for FP4 block-scaled models, the
+//                 reference step with block scales for block-scaled models on wider operands
+//                 (gemm_engine_scaled.cuh), reference steps elsewhere): every other model,
+//                 every output the tiled kernel hands back (kRedoBits), and batched dot
+//                 products.
 // Operands are uploaded once as values, or (resident GEMMs: codes already on the device)
 // read in place there (the float kernel decodes each slab through a table in shared memory,
 // the others each element through the format's table: no decoded copy of the operands, and
@@ -451,6 +453,14 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
     p.g.sa = upload(g.sa, g.sa_size, st, bufSa);
     p.g.sb = upload(g.sb, g.sb_size, st, bufSb);
   }
+  // The reference step with block scales reports the first output's error in one word
+  // (Params::step_errors: all ones, none).
+  DeviceBuffer bufErr;
+  if (g.scaled_reference) {
+    bufErr = device_alloc(sizeof(unsigned long long), st);
+    p.step_errors = static_cast<unsigned long long*>(bufErr.get());
+    check(cudaMemsetAsync(p.step_errors, 0xff, sizeof(unsigned long long), st), "memset");
+  }
 
   cudaEvent_t ev[2];
   for (auto& e : ev) check(cudaEventCreate(&e), "event");
@@ -465,7 +475,12 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
   else
     check(cudaMemcpyAsync(g.D, p.g.D, outputs * sizeof(float), cudaMemcpyDeviceToHost, st),
           "download");
+  unsigned long long step_errors = ~0ull;
+  if (p.step_errors)
+    check(cudaMemcpyAsync(&step_errors, p.step_errors, sizeof step_errors,
+                          cudaMemcpyDeviceToHost, st), "download");
   check(cudaStreamSynchronize(st), "kernel");
+  if (g.step_errors) *g.step_errors = step_errors == ~0ull ? 0u : unsigned(step_errors % 8);
   if (g.resident) check_resident_codes(g, a_n, b_n, first_bad);
   float ms = 0;
   check(cudaEventElapsedTime(&ms, ev[0], ev[1]), "event");

@@ -45,6 +45,9 @@ struct Params {
   bool codes = false;
   const float* a_table = nullptr;
   const float* b_table = nullptr;
+  // g.scaled_reference: the first output (in D's order) whose steps raised an error, as
+  // output * 8 + its first DeviceStepError (device; all ones: none).
+  unsigned long long* step_errors = nullptr;
 };
 
 // One row of an operand read as codes (Params::codes): element k is table[code[k]] for
@@ -405,6 +408,12 @@ __device__ inline double group_sum_step(const Params& p, const R a, const R b, A
 
 // ---- one output ----------------------------------------------------------------------------
 
+// sim's Engine::scaled_step on its reference path (DeviceGemm::scaled_reference), defined in
+// gemm_engine_scaled.cuh (included at the end of this file).
+template <class R>
+__device__ inline double scaled_reference_step(const Params& p, const R a, const R b, At at,
+                                               int n, double c, unsigned& err);
+
 // The C value as it enters the accumulator registers (sim's Engine::c_in).
 __device__ inline double c_in(const DeviceModel& m, float c) {
   return m.c_register_fp32 ? double(c) : quantize_rne(c, m.c_register);
@@ -481,6 +490,7 @@ __device__ inline float dot_rows(const Params& p, const R a, const R b, int a_ro
   const int chunk = g.promote_every == 0 ? K : g.promote_every;
   const int step = m.group == 0 ? chunk : (m.block ? m.block : m.group);
   float main = main_start(g);
+  unsigned err = 0;  // the first error of a reference step with block scales
   for (int k0 = 0; k0 < K; k0 += chunk) {
     const int kend = min(K, k0 + chunk);
     double acc = k0 == 0 ? c_in(m, c) : 0.0;
@@ -489,6 +499,10 @@ __device__ inline float dot_rows(const Params& p, const R a, const R b, int a_ro
       const At at{a_row, b_row, k};
       if (g.group_sum > 1) {
         acc = group_sum_step(p, a + k, b + k, at, n, acc);
+        continue;
+      }
+      if (g.scaled_reference) {
+        acc = scaled_reference_step(p, a + k, b + k, at, n, acc, err);
         continue;
       }
       bool ok = p.fast != FastPath::none && isfinite(acc);
@@ -500,6 +514,11 @@ __device__ inline float dot_rows(const Params& p, const R a, const R b, int a_ro
       acc = ok ? r : reference_block(m, p, a + k, b + k, at, n, acc);
     }
     main = promote(p, main, float(acc), a_row, b_row, k0);
+  }
+  if (err != 0) {  // the CPU engine on one thread reports the first output's first error
+    const unsigned long long out =
+        g.batched ? unsigned(a_row) : unsigned(a_row) * (unsigned long long)g.N + unsigned(b_row);
+    atomicMin(p.step_errors, out * 8 + err);
   }
   return to_out_type(p, main);
 }
@@ -522,3 +541,5 @@ __device__ inline float dot_output(const Params& p, int a_row, int b_row, float 
 }
 
 }  // namespace fp8sim::gpu
+
+#include "engine/gemm_engine_scaled.cuh"  // scaled_reference_step

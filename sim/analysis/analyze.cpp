@@ -137,7 +137,9 @@ double energy_db(double signal, double error) {
 }
 
 // Squared values of an M x N matrix summed per row and per column (column sums in row
-// order), so every sum has one fixed order whatever the thread count.
+// order), so every sum has one fixed order whatever the thread count. value(i) is called
+// once an element a pass (it may round: to_out_type); the column pass runs over a thread's
+// block of columns row by row (each column's sum still in row order), in cache order.
 struct Energies {
   std::vector<double> row, col;
   double total = 0;
@@ -150,16 +152,19 @@ Energies energies(int M, int N, int threads, Value&& value) {
   parallel_for(std::size_t(M), threads, [&](std::size_t b, std::size_t end) {
     for (std::size_t m = b; m < end; ++m) {
       double s = 0;
-      for (int n = 0; n < N; ++n) s += value(m * N + n) * value(m * N + n);
+      for (int n = 0; n < N; ++n) {
+        const double v = value(m * N + n);
+        s += v * v;
+      }
       e.row[m] = s;
     }
   });
   parallel_for(std::size_t(N), threads, [&](std::size_t b, std::size_t end) {
-    for (std::size_t n = b; n < end; ++n) {
-      double s = 0;
-      for (std::size_t m = 0; m < std::size_t(M); ++m) s += value(m * N + n) * value(m * N + n);
-      e.col[n] = s;
-    }
+    for (std::size_t m = 0; m < std::size_t(M); ++m)
+      for (std::size_t n = b; n < end; ++n) {
+        const double v = value(m * N + n);
+        e.col[n] += v * v;
+      }
   });
   for (double r : e.row) e.total += r;
   return e;

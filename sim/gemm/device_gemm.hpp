@@ -86,6 +86,21 @@ struct DeviceGemm {
   // in -128..127), and a group's sum times two such integers fits int32.
   bool int8_groups = false;
   int a_unit = 0, b_unit = 0, scale_mantissa_bits = 0;
+  // Block scales inside the MMA applied by the reference step (sim's Engine::scaled_step:
+  // fused_step_exponents with StepScales; cuda/engine/gemm_engine_scaled.cuh), for the
+  // block-scaled models and operands the steps above do not take (fp32 or bf16 operands,
+  // non-finite values, scales that do not fold): every step's terms are its products (or,
+  // model_group_sum > 1, exact sums of model_group_sum products) times their blocks' scales
+  // (sa, sb in the layout above, scale_block elements each; scaled false), aligned on their
+  // exponents plus the scales' (at least scale_min_exponent each), in `lanes` lanes (at most
+  // 8), c joining or (model c_entry add) added after. Where set, *step_errors (host) gets the
+  // error the steps of the first output (in D's order) that raised one raised first along K
+  // (a DeviceStepError; 0: none), the error the CPU engine throws on one thread.
+  bool scaled_reference = false;
+  int model_group_sum = 1;
+  int lanes = 1;
+  bool product_overflow = false;
+  unsigned* step_errors = nullptr;
   const float* A = nullptr;  // M x K values (host memory)
   const float* B = nullptr;  // N x K (batched: M x K)
   const float* C = nullptr;  // one per output, or null
@@ -110,6 +125,14 @@ struct DeviceGemm {
   // tail); code_ld 0 means K (the codes are exactly M x K). Split-K slices and kernels'
   // masked K tails read the caller's arrays in place this way.
   int code_ld = 0, code_k0 = 0, code_cols = 0;
+};
+
+// The errors of the reference step with block scales (DeviceGemm::scaled_reference):
+// sim/accumulator/step.cpp throws them (the CPU engine rethrows the first as std::domain_error).
+enum DeviceStepError : unsigned {
+  kStepGroupSumInexact = 1,  // "a group sum of N products is not exact in a double"
+  kStepTermBeyond128 = 2,    // "accumulator term beyond 128 bits"
+  kStepBelowExactGrid = 4,   // "exact sum: value below the fixed-point grid"
 };
 
 // How the engine launches (tests vary it; results never depend on it).

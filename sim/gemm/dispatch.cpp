@@ -2,7 +2,8 @@
 // batched_dot() (operands on the host) come here, in this order: a kernel's zero-padded K
 // tail, the library GEMM around the chain (split-K, epilogue scales, bias: gemm_split.hpp),
 // operands unpacked for the model, the spec checked against the shapes, block scales folded
-// into the operands or applied by group sums (block_fold.hpp), then the CUDA engine
+// into the operands or applied by group sums (block_fold.hpp) or by the reference step with
+// block scales (on the CUDA engine: gemm_device.hpp), then the CUDA engine
 // (gemm_device.hpp) or the CPU engine (engine_cpu.hpp). gemm_resident() (operands in CUDA
 // memory) takes the same routes: a block-scaled model through the host entry (one copy each
 // way), else the K tail and split-K slices read in place by the CUDA engine, the reduction and
@@ -146,18 +147,23 @@ void dispatch(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
   check_span("D prefixes", D_prefix.size(), prefix.size() * outputs);
   if (const auto& in = spec.model.block_scale) {
     check_block_scales(spec, in->format, sa, sb);
+    const bool on_device = spec.device == Device::cuda && prefix.empty();
     if (auto folded = fold_block_scales(spec, A, B, sa, sb, sh.a_cols, sh.b_cols)) {
-      if (spec.device == Device::cuda && prefix.empty())
-        return folded_on_device(spec, *folded, C, sa, sb, D, !all_pairs);
       GemmSpec plain = spec;
       plain.model.block_scale.reset();
       plain.scaling = Scaling::none;
-      return dispatch(plain, folded->a, folded->b, C, {}, {}, D, pairing, prefix, D_prefix);
+      // The CUDA engine's paths run the plain model unless it needs the reference step
+      // (lanes, cuts toward -inf, ...): then the reference step with block scales below.
+      if (on_device && !needs_reference_step(plain.model))
+        return folded_on_device(spec, *folded, C, sa, sb, D, !all_pairs);
+      if (!on_device)
+        return dispatch(plain, folded->a, folded->b, C, {}, {}, D, pairing, prefix, D_prefix);
     }
-    if (spec.device == Device::cuda && prefix.empty() &&
-        group_sums_on_device_fit(spec, A, B, C, sa, sb))
+    if (on_device && group_sums_on_device_fit(spec, A, B, C, sa, sb))
       return group_sums_on_device(spec, A, B, C, sa, sb, D, !all_pairs);
-    spec.device = Device::cpu;  // the reference step applies the scales (GemmSpec::device)
+    if (on_device && scaled_reference_on_device_fit(spec.model))
+      return scaled_reference_on_device(spec, A, B, C, sa, sb, D, !all_pairs);
+    spec.device = Device::cpu;  // the CPU's reference step applies the scales (GemmSpec::device)
   }
   if (spec.device == Device::cuda && !prefix.empty())
     throw std::invalid_argument(

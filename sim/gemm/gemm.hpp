@@ -52,8 +52,11 @@ struct GemmSpec {
   FormatSpec out_type;            // fp32, bf16 or fp16 (round to nearest even from fp32)
   int threads = 0;                // 0: all hardware threads; results never depend on it
   Device device = Device::cpu;    // where it runs; every device gives the same bits. A
-                                  // block-scaled model runs on cuda where its scales fold
-                                  // into the operands (sim/gemm/block_fold.hpp), else on the CPU engine
+                                  // block-scaled model runs on cuda with its scales folded
+                                  // into the operands (sim/gemm/block_fold.hpp), on group
+                                  // sums, or in the reference step with block scales; only
+                                  // custom ones with c exact or realigned (or > 8 lanes) on
+                                  // the CPU engine (gemm_device.hpp)
   int split_k = 1;                // K slices (cuBLASLt's numSplitsK; sim/gemm/gemm_split.hpp)
   int split_k_align = 128;        // slice lengths round up to a multiple of this
   int mx_block = 32;              // K elements per scale for Scaling::mx (NVFP4: 16)

@@ -22,10 +22,13 @@ namespace {
 
 // The model on operands of formats fa and fb as the CUDA engine's numbers; a model with a
 // feature only the CPU's reference step computes is refused with one line (block scales on
-// group sums are taken only by the group-sum step, `group_sums`, where group_sums_fit holds).
+// group sums are taken by the group-sum step, `group_sums`, where group_sums_fit holds; block
+// scales elsewhere by the reference step with block scales, `scaled_reference`, where
+// scaled_reference_on_device_fit holds).
 DeviceModel device_model(const AccumulatorSpec& m, const FormatSpec& fa, const FormatSpec& fb,
-                         bool group_sums) {
-  if (needs_reference_step(m) && !(group_sums && group_sums_fit(m, fa, fb)))
+                         bool group_sums, bool scaled_reference) {
+  if (needs_reference_step(m) && !(group_sums && group_sums_fit(m, fa, fb)) &&
+      !(scaled_reference && scaled_reference_on_device_fit(m)))
     throw std::invalid_argument(fmt::format(
         "model {} ({}) runs on the CPU engine only: use device cpu", m.name, describe(m)));
   DeviceModel d;
@@ -52,9 +55,9 @@ DeviceModel device_model(const AccumulatorSpec& m, const FormatSpec& fa, const F
 
 // The spec's model, promotion, scaling and formats (fa, fb: the operands') as numbers.
 DeviceGemm device_spec(const GemmSpec& s, const FormatSpec& fa, const FormatSpec& fb,
-                       bool group_sums = false) {
+                       bool group_sums = false, bool scaled_reference = false) {
   DeviceGemm g;
-  g.model = device_model(s.model, fa, fb, group_sums);
+  g.model = device_model(s.model, fa, fb, group_sums, scaled_reference);
   g.promote_every = s.promote_every;
   g.scaled = s.scaling != Scaling::none;
   g.scale_a_first = s.order == ScaleOrder::triton;
@@ -84,8 +87,8 @@ void set_scale_layout(const GemmSpec& s, DeviceGemm& g) {
 DeviceGemm device_gemm(const GemmSpec& s, const Operand& A, const Operand& B,
                        std::span<const float> C, std::span<const float> sa,
                        std::span<const float> sb, std::span<float> D,
-                       bool group_sums = false) {
-  DeviceGemm g = device_spec(s, A.format, B.format, group_sums);
+                       bool group_sums = false, bool scaled_reference = false) {
+  DeviceGemm g = device_spec(s, A.format, B.format, group_sums, scaled_reference);
   g.M = A.rows;
   g.N = B.rows;
   g.K = A.cols;
@@ -100,10 +103,9 @@ DeviceGemm device_gemm(const GemmSpec& s, const Operand& A, const Operand& B,
   return g;
 }
 
-// Runs g, whose scales are s's MX block scales (mx_block elements each), as a GEMM or as
-// batched dot products (one row of scales per row of A and of B).
-void run_with_mx_scales(const GemmSpec& s, DeviceGemm& g, bool batched,
-                        const DeviceLaunch& launch) {
+// g's scales as s's MX block scales (mx_block elements each), for a GEMM or for batched dot
+// products (one row of scales per row of A and of B).
+void set_mx_scales(const GemmSpec& s, DeviceGemm& g, bool batched) {
   g.scale_block = s.mx_block;
   if (batched) {
     g.batched = true;
@@ -112,6 +114,12 @@ void run_with_mx_scales(const GemmSpec& s, DeviceGemm& g, bool batched,
   } else {
     set_scale_layout(s, g);
   }
+}
+
+// Runs g, whose scales are s's MX block scales, as a GEMM or as batched dot products.
+void run_with_mx_scales(const GemmSpec& s, DeviceGemm& g, bool batched,
+                        const DeviceLaunch& launch) {
+  set_mx_scales(s, g, batched);
   run_device_gemm(g, launch);
 }
 
@@ -209,6 +217,52 @@ void group_sums_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
   DeviceGemm g = device_gemm(s, A, B, C, sa, sb, D, /*group_sums=*/true);
   set_group_sums(s, A.format, B.format, g);
   run_with_mx_scales(s, g, batched, launch);
+}
+
+bool scaled_reference_on_device_fit(const AccumulatorSpec& m) {
+  return m.block_scale && m.arithmetic == StepArithmetic::fused && !m.exact && m.block == 0 &&
+         (m.c_entry == CEntry::join || m.c_entry == CEntry::add) && m.lanes >= 1 &&
+         m.lanes <= 8;
+}
+
+DeviceGemm scaled_reference_device_gemm(const GemmSpec& s, const Operand& A, const Operand& B,
+                                        std::span<const float> C, std::span<const float> sa,
+                                        std::span<const float> sb, std::span<float> D,
+                                        bool batched) {
+  DeviceGemm g = device_gemm(s, A, B, C, sa, sb, D, /*group_sums=*/false,
+                             /*scaled_reference=*/true);
+  g.scaled = false;  // the scales are inside the MMA
+  g.scaled_reference = true;
+  g.model_group_sum = s.model.group_sum;
+  g.lanes = s.model.lanes;
+  g.product_overflow = s.model.product_overflow;
+  g.scale_min_exponent = min_normal_exponent(s.model.block_scale->format);
+  set_mx_scales(s, g, batched);
+  return g;
+}
+
+void throw_step_error(const AccumulatorSpec& m, unsigned error) {
+  // sim/accumulator/step.cpp's words, which the CPU engine rethrows.
+  if (error == kStepGroupSumInexact)
+    throw std::domain_error(fmt::format(
+        "model '{}': a group sum of {} products is not exact in a double (operands too wide "
+        "for group sums)", m.name, m.group_sum));
+  if (error == kStepTermBeyond128) throw std::domain_error("accumulator term beyond 128 bits");
+  if (error == kStepBelowExactGrid)
+    throw std::domain_error("exact sum: value below the fixed-point grid");
+}
+
+void scaled_reference_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
+                                std::span<const float> C, std::span<const float> sa,
+                                std::span<const float> sb, std::span<float> D, bool batched,
+                                const DeviceLaunch& launch) {
+  DeviceGemm g = scaled_reference_device_gemm(s, A, B, C, sa, sb, D, batched);
+  unsigned error = 0;
+  g.step_errors = &error;
+  run_device_gemm(g, launch);
+  // The CPU engine throws the first error a step raised: on one thread, the first output's
+  // first, which the device reports.
+  throw_step_error(s.model, error);
 }
 
 void resident_on_device(const GemmSpec& s, int M, int N, int ld, int k0, int len, int cols,

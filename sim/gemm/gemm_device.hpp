@@ -47,6 +47,28 @@ void group_sums_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
                           std::span<const float> sb, std::span<float> D, bool batched,
                           const DeviceLaunch& launch = {});
 
+// gemm() (batched: batched_dot()) of a block-scaled model whose steps neither fold nor take
+// the group-sum step (fp32 or bf16 operands, non-finite values or scales) on the CUDA engine:
+// every step the CPU engine's reference step with block scales (Engine::scaled_step ->
+// fused_step_exponents with StepScales), the same bits; s with the model's MX scaling, sa and
+// sb its block scales. Throws std::domain_error with the CPU engine's message where a step
+// raises an error (a group sum not exact in a double). Where scaled_reference_on_device_fit:
+// a block-scaled model (no chained blocks, not exact) whose c joins or is added after, in at
+// most 8 lanes (c exact and c realigned stay on the CPU engine).
+bool scaled_reference_on_device_fit(const AccumulatorSpec& m);
+// Its DeviceGemm (run_device_gemm's input; step_errors unset), and the CPU engine's
+// std::domain_error for a DeviceStepError (nothing for 0): what scaled_reference_on_device
+// runs between them (tests/test_gemm_scaled_host.cpp runs the device step on the host there).
+DeviceGemm scaled_reference_device_gemm(const GemmSpec& s, const Operand& A, const Operand& B,
+                                        std::span<const float> C, std::span<const float> sa,
+                                        std::span<const float> sb, std::span<float> D,
+                                        bool batched);
+void throw_step_error(const AccumulatorSpec& m, unsigned error);
+void scaled_reference_on_device(const GemmSpec& s, const Operand& A, const Operand& B,
+                                std::span<const float> C, std::span<const float> sa,
+                                std::span<const float> sb, std::span<float> D, bool batched,
+                                const DeviceLaunch& launch = {});
+
 // One run of the CUDA engine on codes in CUDA device memory (gemm_resident's route, after its
 // checks): columns [k0, k0 + len) of A (M x ld codes) and B (N x ld), columns at or beyond
 // `cols` read as zero padding; D (M x N float32, device) written in place on `stream` of

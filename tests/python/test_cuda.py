@@ -326,3 +326,22 @@ def test_encode_op_on_cuda_gives_cpu_codes(rng, fmt):
         got = torch.ops.fp8sim.encode(torch.from_numpy(arr).cuda(), fmt, **kw)
         assert got.is_cuda and got.shape == want.shape, (fmt, kw)
         assert torch.equal(got.cpu(), want), (fmt, kw)
+
+
+def test_analyze_cli_device_cuda_writes_device_cpu_csvs(tmp_path, rng):
+    """`fp8sim analyze --device cuda` (nvfp4's unquantised-operand stages on the GPU's
+    reference step with block scales) writes the same three CSVs as --device cpu."""
+    import ml_dtypes
+    from conftest import run_cli
+
+    x = rng.normal(size=(64, 256))
+    x[:, rng.choice(256, 4, replace=False)] *= 30
+    w = 0.02 * rng.normal(size=(48, 256))
+    np.save(tmp_path / "x.npy", x.astype(ml_dtypes.bfloat16))
+    np.save(tmp_path / "w.npy", w.astype(ml_dtypes.bfloat16))
+    for device in ("cpu", "cuda"):
+        run_cli("analyze", "--a", str(tmp_path / "x.npy"), "--b", str(tmp_path / "w.npy"),
+                "--recipes", "nvfp4,mxfp8,deepseek-v3", "--pairs", "200", "--quiet",
+                "--device", device, "--out", str(tmp_path / device))
+    for f in ("analyze.csv", "analyze_rows.csv", "analyze_pairs.csv"):
+        assert (tmp_path / "cpu" / f).read_bytes() == (tmp_path / "cuda" / f).read_bytes(), f
