@@ -13,7 +13,8 @@
 // place (the default), decoded first (codes -1), one thread per output on the codes, and
 // K-parallel forced on and off; each against the CPU engine on the same elements. Then peak
 // device memory: a resident GEMM with the codes in place stays within 1.5x its codes plus D.
-// And gemm_resident's block scales, checked on the device, against gemm()'s host check.
+// And gemm_resident's block scales, checked on the device, against gemm()'s host check, and
+// power-of-two block scales folded into the codes as the kernels read them.
 // FP8SIM_SEED overrides the seed; the first mismatch is printed as one line.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -292,7 +293,103 @@ int scale_check_test() {
   return t.bad == 0 && t.outputs > 0 ? 0 : 1;
 }
 
+// gemm_resident of block-scaled models on single products (kind::mxf8f6f4 and custom models
+// with block scales and no group sums): the power-of-two scales folded into the codes' values
+// where the kernels read them (folded_codes_fit), against gemm() on the CPU engine (which
+// folds them into the operands on the host). Operand formats of 4 to 8 bits with adversarial
+// codes (Inf/NaN, largest, zeros of both signs, subnormals), scales near 1, spread over the
+// range where every folded value stays an exact float, or reaching beyond it (then the call
+// takes the host's route), C or none, promotion never or every 128 (K-parallel at the decode
+// shape); counts how many ran folded on the device.
+int folded_codes_test() {
+  Tally t;
+  std::size_t folded = 0;
+  std::uint64_t stream = 2000000;
+  const char* models[] = {"mxf8f6f4", "custom:group=32,frac=25,out=24,zero=-133,scale=ue8m0:32,cut=rne"};
+  const char* formats[][2] = {{"e4m3", "e4m3"}, {"e5m2", "e4m3"}, {"e2m1", "e3m2"},
+                              {"e2m3", "e5m2"}};
+  const int shapes[][3] = {{96, 80, 256}, {70, 45, 320}, {4, 300, 1024}};
+  std::size_t config = 0;
+  for (const char* name : models)
+    for (const auto& fm : formats)
+      for (const auto& sh : shapes)
+        for (int mode = 0; mode < 3; ++mode, ++config) {
+          GemmSpec s;
+          s.model = accumulator_by_name(name);
+          use_model_block_scales(s);
+          s.a_format = format_by_name(fm[0]);
+          s.b_format = format_by_name(fm[1]);
+          s.out_type = format_by_name(config % 2 ? "fp32" : "bf16");
+          s.promote_every = config % 3 == 1 ? 0 : 128;
+          const int M = sh[0], N = sh[1], K = sh[2];
+          const auto A = adversarial_codes(s.a_format, M, K, stream++, int(config % 4));
+          const auto B = adversarial_codes(s.b_format, N, K, stream++, int((config + 1) % 4));
+          const ScaleShapes ss = scale_shapes(s, M, N, K);
+          const FormatSpec& sf = s.model.block_scale->format;
+          auto scales = [&](std::size_t n) {  // UE8M0 codes: 127 is 1
+            std::vector<float> v(n);
+            for (std::size_t i = 0; i < n; ++i) {
+              const std::uint64_t r = random_u64(seed(), stream, i);
+              const std::uint32_t c = mode == 0 ? 119 + r % 17 : mode == 1 ? 20 + r % 200
+                                                                            : 1 + r % 253;
+              v[i] = static_cast<float>(decode(sf, c));
+            }
+            ++stream;
+            return v;
+          };
+          const auto sa = scales(ss.a_rows * ss.a_cols), sb = scales(ss.b_rows * ss.b_cols);
+          std::vector<float> C;
+          if (config % 2) C = random_floats(std::size_t(M) * N, stream++, -20, 12);
+          folded += folded_codes_fit(s, sa, sb);
+          const std::string what = fmt::format(
+              "folded codes: model={} a={} b={} M={} N={} K={} promote={} scales={} C={} fits={}",
+              name, fm[0], fm[1], M, N, K, s.promote_every, mode, C.empty() ? 0 : 1,
+              folded_codes_fit(s, sa, sb));
+          std::vector<float> cpu(std::size_t(M) * N), gpu(cpu.size());
+          std::string cpu_error, gpu_error;
+          s.device = Device::cpu;
+          try {
+            gemm(s, M, N, K, A, B, C, sa, sb, cpu);
+          } catch (const std::exception& e) {
+            cpu_error = e.what();
+          }
+          s.device = Device::cuda;
+          try {
+            const DeviceMemory dA(A.size()), dB(B.size()), dD(gpu.size() * 4),
+                dC(std::max<std::size_t>(C.size(), 1) * 4);
+            copy_device(dA.p, A.data(), A.size(), true);
+            copy_device(dB.p, B.data(), B.size(), true);
+            if (!C.empty()) copy_device(dC.p, C.data(), C.size() * 4, true);
+            gemm_resident(s, M, N, K, static_cast<const std::uint8_t*>(dA.p),
+                          static_cast<const std::uint8_t*>(dB.p),
+                          C.empty() ? nullptr : static_cast<const float*>(dC.p), sa, sb,
+                          static_cast<float*>(dD.p));
+            copy_device(gpu.data(), dD.p, gpu.size() * 4, false);
+          } catch (const std::exception& e) {
+            gpu_error = e.what();
+          }
+          if (cpu_error != gpu_error) {
+            ++t.configs;
+            if (t.bad++ == 0)
+              t.first = fmt::format("seed={} {}: cpu error '{}', cuda error '{}'", seed(), what,
+                                    cpu_error, gpu_error);
+          } else if (cpu_error.empty()) {
+            tally(cpu, gpu, N, t, what);
+          } else {
+            ++t.configs;
+          }
+        }
+  fmt::print("folded codes: {} configurations ({} folded on the device), {} outputs, {} differ{}\n",
+             t.configs, folded, t.outputs, t.bad, t.bad ? "; first: " + t.first : "");
+  return t.bad == 0 && folded > t.configs / 2 && folded < t.configs ? 0 : 1;
+}
+
 }  // namespace
+
+TEST_CASE("gemm_resident folds power-of-two block scales into the codes as gemm() does",
+          "[gpu]") {
+  CHECK(folded_codes_test() == 0);
+}
 
 TEST_CASE("gemm_resident checks FP4 block scales on the device as gemm() does on the host",
           "[gpu]") {

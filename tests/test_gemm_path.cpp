@@ -150,9 +150,10 @@ TEST_CASE("choose_gemm_path: the CUDA engine's step", "[gemm][device]") {
 }
 
 // Block scales inside the MMA are applied only by the engines' entries that know them (folded
-// operands, the group-sum step, and resident codes on group sums; gemm_resident sends the
-// others through the host): the CUDA engine's plain entries refuse it with one line before any
-// device work, also where its group sums fit (they would drop the scales).
+// operands, the group-sum step, and resident codes, on group sums or folded as the kernels
+// read them; gemm_resident sends the others through the host): the CUDA engine's plain
+// entries refuse it with one line before any device work, also where its group sums fit (they
+// would drop the scales).
 TEST_CASE("the CUDA engine's plain entries refuse block-scaled models", "[gemm][device]") {
   for (const char* name : {"nvfp4", "mxf4", "mxf8f6f4"}) {
     GemmSpec s;
@@ -167,16 +168,11 @@ TEST_CASE("the CUDA engine's plain entries refuse block-scaled models", "[gemm][
     const Operand A = decode_operand(e2m1, M, K, std::span<const std::uint32_t>(zeros));
     const std::vector<float> scales(std::size_t(M) * K / s.mx_block, 1.0f);
     std::vector<float> D(std::size_t(M) * N);
-    const std::vector<std::uint8_t> codes(std::size_t(M) * K, 0);
     INFO(name);
     CHECK_THROWS_WITH(gemm_on_device(s, A, A, {}, scales, scales, D),
                       Catch::Contains("runs on the CPU engine only"));
     CHECK_THROWS_WITH(batched_dot_on_device(s, A, A, {}, scales, scales, D),
                       Catch::Contains("runs on the CPU engine only"));
-    if (s.model.group_sum == 1)  // resident codes on group sums: the group-sum step
-      CHECK_THROWS_WITH(resident_on_device(s, M, N, K, 0, K, K, codes.data(), codes.data(),
-                                           nullptr, scales, scales, D.data(), nullptr, -1),
-                        Catch::Contains("runs on the CPU engine only"));
   }
 }
 

@@ -51,16 +51,23 @@ struct Params {
 };
 
 // One row of an operand read as codes (Params::codes): element k is table[code[k]] for
-// k < cols, +0 beyond (DeviceGemm::code_cols); indexed and offset as a float pointer is, so
-// that the steps below take either.
+// k < cols, +0 beyond (DeviceGemm::code_cols), times its block scale where the scales are
+// folded in (DeviceGemm::fold: scales[(k_off + k) / block], this row's, set); indexed and
+// offset as a float pointer is, so that the steps below take either.
 struct CodeRow {
   const unsigned char* code;
   const float* table;
   int cols;
+  const float* scales = nullptr;
+  int block = 1, k_off = 0;
   __device__ __forceinline__ float operator[](int k) const {
-    return k < cols ? table[code[k]] : 0.0f;
+    if (k >= cols) return 0.0f;
+    const float v = table[code[k]];
+    return scales ? v * scales[(k_off + k) / block] : v;  // exact: gemm_resident checks
   }
-  __device__ __forceinline__ CodeRow operator+(int k) const { return {code + k, table, cols - k}; }
+  __device__ __forceinline__ CodeRow operator+(int k) const {
+    return {code + k, table, cols - k, scales, block, k_off + k};
+  }
 };
 
 // The alignment exponent of an operand value (sim's decode_operand / operand_exponent).
@@ -94,15 +101,18 @@ __device__ __forceinline__ int b_floor(const DeviceGemm& g, int row, int k) {
 }
 
 // Element (row, k) of A (B where IS_B) read as a code (Params::codes), row and k in range:
-// its code's value, +0 at and beyond code_cols.
+// its code's value (times its block scale where they are folded in: DeviceGemm::fold), +0 at
+// and beyond code_cols.
 template <bool IS_B>
 __device__ __forceinline__ float code_value(const Params& p, int row, int k) {
   const DeviceGemm& g = p.g;
   const int ld = g.code_ld > 0 ? g.code_ld : g.K, cols = g.code_ld > 0 ? g.code_cols : g.K;
   if (k >= cols) return 0.0f;
   const unsigned char* code = IS_B ? g.B_codes : g.A_codes;
-  return (IS_B ? p.b_table : p.a_table)[code[std::size_t(row) * unsigned(ld) +
-                                             unsigned(g.code_k0 + k)]];
+  const float v = (IS_B ? p.b_table : p.a_table)[code[std::size_t(row) * unsigned(ld) +
+                                                      unsigned(g.code_k0 + k)]];
+  if (!g.fold) return v;
+  return v * (IS_B ? b_scale(g, row, k) : a_scale(g, row, k));  // exact: gemm_resident checks
 }
 
 // Where a run of elements lies: the rows of A and B and the K index of its first element.
@@ -531,8 +541,14 @@ __device__ inline float dot_output(const Params& p, int a_row, int b_row, float 
   const int K = g.K;
   if constexpr (CODES) {
     const int ld = g.code_ld > 0 ? g.code_ld : K, cols = g.code_ld > 0 ? g.code_cols : K;
-    const CodeRow a{g.A_codes + std::size_t(a_row) * unsigned(ld) + g.code_k0, p.a_table, cols};
-    const CodeRow b{g.B_codes + std::size_t(b_row) * unsigned(ld) + g.code_k0, p.b_table, cols};
+    CodeRow a{g.A_codes + std::size_t(a_row) * unsigned(ld) + g.code_k0, p.a_table, cols};
+    CodeRow b{g.B_codes + std::size_t(b_row) * unsigned(ld) + g.code_k0, p.b_table, cols};
+    if (g.fold) {  // a_scale's and b_scale's layout, one row of scales each
+      const int blk = g.scale_block == 0 ? K : g.scale_block;
+      a.scales = g.sa + (g.a_bcast ? 0 : std::size_t(a_row) * g.a_cols);
+      b.scales = g.sb + (g.b_bcast ? 0 : std::size_t(b_row / g.b_div) * g.b_cols);
+      a.block = b.block = blk;
+    }
     return dot_rows(p, a, b, a_row, b_row, c);
   } else {
     return dot_rows(p, g.A + static_cast<std::size_t>(a_row) * K,

@@ -8,6 +8,10 @@
 
 namespace fp8sim {
 
+FormatSpec folded_format(const FormatSpec& f) {
+  return format_by_name(fmt::format("e8m{}", f.mantissa_bits));
+}
+
 std::optional<FoldedOperands> fold_block_scales(const GemmSpec& s, const Operand& A,
                                                 const Operand& B, std::span<const float> sa,
                                                 std::span<const float> sb, std::size_t a_cols,
@@ -17,7 +21,7 @@ std::optional<FoldedOperands> fold_block_scales(const GemmSpec& s, const Operand
   const auto fold = [&](const Operand& x, std::span<const float> sc, std::size_t cols)
       -> std::optional<Operand> {
     Operand y = x;
-    y.format = format_by_name(fmt::format("e8m{}", x.format.mantissa_bits));
+    y.format = folded_format(x.format);
     for (std::size_t r = 0; r < std::size_t(x.rows); ++r)
       for (std::size_t k = 0; k < std::size_t(x.cols); ++k) {
         const std::size_t i = r * x.cols + k;

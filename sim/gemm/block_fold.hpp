@@ -15,10 +15,13 @@
 namespace fp8sim {
 
 struct FoldedOperands {
-  Operand a, b;                // each element v * s, its format the element format with an
-                               // 8-bit exponent field (the engines' paths for that range)
+  Operand a, b;                // each element v * s, its format folded_format's (the
+                               // engines' paths for that range)
   FormatSpec a_format, b_format;  // the elements' own formats (the alignment floors)
 };
+
+// The format of a folded element of f: f's significand with an 8-bit exponent field.
+FormatSpec folded_format(const FormatSpec& f);
 
 // s: a spec whose model applies block scales (s.model.block_scale), A and B as the engine
 // sees them (unpacked), sa and sb the scales (a_cols, b_cols per row) already checked as

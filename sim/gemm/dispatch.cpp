@@ -334,6 +334,11 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
           (C == nullptr || device_all_finite(C, outputs, stream, device)))
         return resident_on_device(s, M, N, K, 0, K, K, A, B, C, sa, sb, D, stream, device);
     }
+    // Power-of-two scales on single products (kind::mxf8f6f4): folded into the codes' values
+    // where the kernels read them, where every folded value is exact.
+    if (s.model.group_sum <= 1 && bias.empty() && !needs_library_gemm(s, false) &&
+        padded_k(s, K) == K && folded_codes_fit(s, sa, sb))
+      return resident_on_device(s, M, N, K, 0, K, K, A, B, C, sa, sb, D, stream, device);
     // Elsewhere the host entry folds the scales into the operands (or sums groups) before
     // the CUDA engine runs, so the codes make one round trip through the host.
     std::vector<std::uint8_t> a(std::size_t(M) * K), b(std::size_t(N) * K);

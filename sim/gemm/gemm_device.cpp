@@ -145,20 +145,27 @@ void batched_dot_on_device(const GemmSpec& s, const Operand& A, const Operand& B
   run_device_gemm(g);
 }
 
-void folded_on_device(const GemmSpec& s, const FoldedOperands& f, std::span<const float> C,
-                      std::span<const float> sa, std::span<const float> sb,
-                      std::span<float> D, bool batched, const DeviceLaunch& launch) {
+namespace {
+
+// The model without its block scales, which fold into the operands (block_fold.hpp).
+GemmSpec without_block_scales(const GemmSpec& s) {
   GemmSpec plain = s;
   plain.model.block_scale.reset();
   plain.scaling = Scaling::none;
-  DeviceGemm g = device_gemm(plain, f.a, f.b, C, sa, sb, D);
-  const DeviceGemm own = device_spec(plain, f.a_format, f.b_format);
-  g.a_align_min = own.a_align_min;  // the elements' formats, moved per element by the scales
+  return plain;
+}
+
+// g, set up for the folded operands' formats, made to fold s's power-of-two scales (sa, sb)
+// into elements of formats fa and fb: their alignment floors, moved per element by the scales,
+// and the zero exponent on these scales (every element's floor is at least its format's plus
+// the log2 of the smallest scale, so where that sum of A's and B's lies at or above the zero
+// exponent, a zero term never changes a step and the tiled kernels run).
+void set_folded(const GemmSpec& plain, const FormatSpec& fa, const FormatSpec& fb,
+                std::span<const float> sa, std::span<const float> sb, DeviceGemm& g) {
+  const DeviceGemm own = device_spec(plain, fa, fb);
+  g.a_align_min = own.a_align_min;
   g.b_align_min = own.b_align_min;
   g.fold = true;
-  // The zero exponent on these scales: every element's floor is at least its format's plus
-  // the log2 of the smallest scale, so where that sum of A's and B's lies at or above the
-  // zero exponent, a zero term never changes a step (and the tiled kernels run).
   const auto lowest_log2 = [](std::span<const float> v) {
     int lo = 0;  // scales are powers of two; 0: none finite and nonzero
     for (float x : v)
@@ -167,7 +174,40 @@ void folded_on_device(const GemmSpec& s, const FoldedOperands& f, std::span<cons
   };
   g.model.zero_on = zero_exponent_matters(
       plain.model, g.a_align_min + lowest_log2(sa) + g.b_align_min + lowest_log2(sb));
+}
+
+}  // namespace
+
+void folded_on_device(const GemmSpec& s, const FoldedOperands& f, std::span<const float> C,
+                      std::span<const float> sa, std::span<const float> sb,
+                      std::span<float> D, bool batched, const DeviceLaunch& launch) {
+  const GemmSpec plain = without_block_scales(s);
+  DeviceGemm g = device_gemm(plain, f.a, f.b, C, sa, sb, D);
+  set_folded(plain, f.a_format, f.b_format, sa, sb, g);
   run_with_mx_scales(s, g, batched, launch);
+}
+
+bool folded_codes_fit(const GemmSpec& s, std::span<const float> sa, std::span<const float> sb) {
+  const auto& in = s.model.block_scale;
+  if (!in || s.model.group_sum > 1 || in->format.mantissa_bits != 0 ||
+      needs_reference_step(without_block_scales(s).model))
+    return false;
+  // Every element times its scale an exact finite float: the format's largest exponent with
+  // the largest scale's at most float's, its lowest bit with the smallest scale's at least
+  // float's lowest (2^-149); scales finite and nonzero.
+  const auto exact = [](const FormatSpec& f, std::span<const float> v) {
+    int lo = 0, hi = 0;
+    bool first = true;
+    for (float x : v) {
+      if (!std::isfinite(x) || x == 0.0f) return false;
+      const int e = std::ilogb(x);
+      lo = first ? e : std::min(lo, e);
+      hi = first ? e : std::max(hi, e);
+      first = false;
+    }
+    return hi + max_exponent(f) <= 127 && lo + min_normal_exponent(f) - f.mantissa_bits >= -149;
+  };
+  return exact(s.a_format, sa) && exact(s.b_format, sb);
 }
 
 bool group_sums_on_device_fit(const GemmSpec& s, const FormatSpec& a, const FormatSpec& b,
@@ -278,12 +318,21 @@ void resident_on_device(const GemmSpec& s, int M, int N, int ld, int k0, int len
   };
   const std::vector<float> lut_a = table(s.a_format), lut_b = table(s.b_format);
   const bool group_sums = s.model.block_scale && s.model.group_sum > 1;
-  DeviceGemm g = device_spec(s, s.a_format, s.b_format, group_sums);
-  if (group_sums) set_group_sums(s, s.a_format, s.b_format, g);
+  const bool fold = s.model.block_scale && !group_sums;
+  DeviceGemm g;
+  if (fold) {  // folded_codes_fit: the plain model on the folded formats' path
+    const GemmSpec plain = without_block_scales(s);
+    g = device_spec(plain, folded_format(s.a_format), folded_format(s.b_format));
+    set_folded(plain, s.a_format, s.b_format, sa, sb, g);
+  } else {
+    g = device_spec(s, s.a_format, s.b_format, group_sums);
+    if (group_sums) set_group_sums(s, s.a_format, s.b_format, g);
+  }
   g.M = M;
   g.N = N;
   g.K = K;
   set_scale_layout(s, g);
+  if (fold) g.scale_block = s.mx_block;
   g.resident = true;
   g.A_codes = A;
   g.B_codes = B;

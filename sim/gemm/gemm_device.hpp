@@ -31,6 +31,12 @@ void batched_dot_on_device(const GemmSpec& s, const Operand& A, const Operand& B
 void folded_on_device(const GemmSpec& s, const FoldedOperands& f, std::span<const float> C,
                       std::span<const float> sa, std::span<const float> sb,
                       std::span<float> D, bool batched, const DeviceLaunch& launch = {});
+// Whether resident codes of s's formats fold with the power-of-two block scales sa and sb
+// where the kernels read them (resident_on_device): a model that applies them to single
+// products (no group sums) and whose plain model the engine runs, every scale finite and
+// nonzero, and every element times its scale an exact finite float (bounded by the formats'
+// extremes and the scales').
+bool folded_codes_fit(const GemmSpec& s, std::span<const float> sa, std::span<const float> sb);
 
 // gemm() (batched: batched_dot()) of a group-sum model (group_sums_fit) on the CUDA engine:
 // s with the model's MX scaling, sa and sb its block scales; A, B, C and the scales finite
@@ -73,8 +79,10 @@ void scaled_reference_on_device(const GemmSpec& s, const Operand& A, const Opera
 // checks): columns [k0, k0 + len) of A (M x ld codes) and B (N x ld), columns at or beyond
 // `cols` read as zero padding; D (M x N float32, device) written in place on `stream` of
 // `device`, fp32 values of s.out_type. A block-scaled model runs here only on group sums
-// (group_sums_on_device_fit holds, C's finiteness checked on the device). `launch`: how the
-// engine launches (tests), its stream and device replaced by these.
+// (group_sums_on_device_fit holds, C's finiteness checked on the device) or with its scales
+// folded into the codes' values as the kernels read them (folded_codes_fit holds; sa and sb
+// host memory). `launch`: how the engine launches (tests), its stream and device replaced by
+// these.
 void resident_on_device(const GemmSpec& s, int M, int N, int ld, int k0, int len, int cols,
                         const std::uint8_t* A, const std::uint8_t* B, const float* C,
                         std::span<const float> sa, std::span<const float> sb, float* D,
