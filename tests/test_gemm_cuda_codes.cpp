@@ -226,7 +226,9 @@ int memory_test() {
 // (check_scales_on_device): over every value of the scale format, its float neighbours, its
 // negations, zeros, infinities and NaN, put at a random place among A's or B's scales, the
 // call fails exactly where gemm() on the CPU engine fails, with the same line (the same
-// index), and otherwise gives the CPU engine's bits (non-finite scales: through the host).
+// index), and otherwise gives the CPU engine's bits (non-finite scales: through the host);
+// so does gemm() with device cuda on the same host codes (gemm_resident's route where the
+// scales and C are finite).
 int scale_check_test() {
   Tally t;
   std::uint64_t stream = 1900000;
@@ -274,15 +276,23 @@ int scale_check_test() {
       } catch (const std::invalid_argument& e) {
         gpu_error = e.what();
       }
+      std::vector<float> host(cpu.size());  // gemm() on host codes: gemm_resident's route
+      std::string host_error;
+      try {
+        gemm(s, M, N, K, A, B, {}, sa, sb, host);
+      } catch (const std::invalid_argument& e) {
+        host_error = e.what();
+      }
       const std::string what = fmt::format("{} scale {} at {}[{}]", name,
                                            format_value(probes[i / 2]), in_a ? "A" : "B", at);
-      if (cpu_error != gpu_error) {
+      if (cpu_error != gpu_error || cpu_error != host_error) {
         ++t.configs;
         if (t.bad++ == 0)
-          t.first = fmt::format("seed={} {}: cpu error '{}', cuda error '{}'", seed(), what,
-                                cpu_error, gpu_error);
+          t.first = fmt::format("seed={} {}: cpu error '{}', resident '{}', host codes '{}'",
+                                seed(), what, cpu_error, gpu_error, host_error);
       } else if (cpu_error.empty()) {
         tally(cpu, gpu, N, t, what);
+        tally(cpu, host, N, t, what + " (gemm() on host codes)");
       } else {
         ++t.configs;
       }
@@ -300,7 +310,8 @@ int scale_check_test() {
 // codes (Inf/NaN, largest, zeros of both signs, subnormals), scales near 1, spread over the
 // range where every folded value stays an exact float, or reaching beyond it (then the call
 // takes the host's route), C or none, promotion never or every 128 (K-parallel at the decode
-// shape); counts how many ran folded on the device.
+// shape); and gemm() on the same host codes, which hands them to gemm_resident where it folds
+// them; counts how many ran folded on the device.
 int folded_codes_test() {
   Tally t;
   std::size_t folded = 0;
@@ -368,20 +379,28 @@ int folded_codes_test() {
           } catch (const std::exception& e) {
             gpu_error = e.what();
           }
-          if (cpu_error != gpu_error) {
+          std::vector<float> host(cpu.size());  // gemm() on host codes: gemm_resident's route
+          std::string host_error;
+          try {
+            gemm(s, M, N, K, A, B, C, sa, sb, host);
+          } catch (const std::exception& e) {
+            host_error = e.what();
+          }
+          if (cpu_error != gpu_error || cpu_error != host_error) {
             ++t.configs;
             if (t.bad++ == 0)
-              t.first = fmt::format("seed={} {}: cpu error '{}', cuda error '{}'", seed(), what,
-                                    cpu_error, gpu_error);
+              t.first = fmt::format("seed={} {}: cpu error '{}', resident '{}', host codes '{}'",
+                                    seed(), what, cpu_error, gpu_error, host_error);
           } else if (cpu_error.empty()) {
             tally(cpu, gpu, N, t, what);
+            tally(cpu, host, N, t, what + " (gemm() on host codes)");
           } else {
             ++t.configs;
           }
         }
   fmt::print("folded codes: {} configurations ({} folded on the device), {} outputs, {} differ{}\n",
              t.configs, folded, t.outputs, t.bad, t.bad ? "; first: " + t.first : "");
-  return t.bad == 0 && folded > t.configs / 2 && folded < t.configs ? 0 : 1;
+  return t.bad == 0 && folded > config / 2 && folded < config ? 0 : 1;
 }
 
 }  // namespace

@@ -205,9 +205,24 @@ void gemm_prefixes(const GemmSpec& s, const Operand& A, const Operand& B,
 
 namespace {
 
+// How gemm_resident runs a block-scaled GEMM, before the scales' values and C are looked at:
+// on the device on group sums of finite formats (the group-sum step) or on single products
+// (the scales folded into the codes' values), where no bias, no library GEMM and no padded K
+// wrap it; elsewhere through the host.
+enum class BlockRoute { host, group_sums, folded };
+BlockRoute block_route(const GemmSpec& s, int K, bool bias) {
+  if (bias || needs_library_gemm(s, false) || padded_k(s, K) != K) return BlockRoute::host;
+  if (s.model.group_sum <= 1) return BlockRoute::folded;
+  const bool finite_formats =
+      s.a_format.specials == Specials::finite && s.b_format.specials == Specials::finite;
+  return group_sums_fit(s.model, s.a_format, s.b_format) && finite_formats ? BlockRoute::group_sums
+                                                                           : BlockRoute::host;
+}
+
 // gemm() on host codes with device cuda, where gemm_resident takes the codes without a round
-// trip through the host (no block scales inside the MMA) and the spec and every argument's
-// size are right: the codes copied to the device as they are, 1 byte each, decoded there by
+// trip through the host (no block scales inside the MMA, or block scales on its device
+// routes: block_route, with finite scales and C) and the spec and every argument's size are
+// right: the codes copied to the device as they are, 1 byte each, decoded there by
 // gemm_resident's route, and D copied back; the host does nothing proportional to the data
 // but the copies. The same bits as the host route: both are the CUDA engine on the same
 // values (tests/test_gemm_cuda.cpp pins it against the CPU engine). Returns false, having
@@ -219,13 +234,14 @@ bool gemm_codes_on_device(const GemmSpec& s, int M, int N, int K,
                           std::span<const float> C, std::span<const float> sa,
                           std::span<const float> sb, std::span<float> D,
                           std::span<const float> bias) {
-  if (s.device != Device::cuda || s.model.block_scale || M <= 0 || N <= 0 || K <= 0 ||
-      total_bits(s.a_format) > 8 || total_bits(s.b_format) > 8)
+  if (s.device != Device::cuda || M <= 0 || N <= 0 || K <= 0 || total_bits(s.a_format) > 8 ||
+      total_bits(s.b_format) > 8)
     return false;
   const std::size_t outputs = std::size_t(M) * N;
   if (A.size() != std::size_t(M) * K || B.size() != std::size_t(N) * K ||
       D.size() != outputs || (!C.empty() && C.size() != outputs) ||
-      (!bias.empty() && bias.size() != std::size_t(N)) || needs_reference_step(s.model))
+      (!bias.empty() && bias.size() != std::size_t(N)) ||
+      (!s.model.block_scale && needs_reference_step(s.model)))
     return false;
   try {
     validate(s, M, N, K);
@@ -237,6 +253,14 @@ bool gemm_codes_on_device(const GemmSpec& s, int M, int N, int K,
   if (sa.size() != (scaled ? sh.a_rows * sh.a_cols : 0) ||
       sb.size() != (scaled ? sh.b_rows * sh.b_cols : 0))
     return false;
+  if (s.model.block_scale) {  // only where gemm_resident keeps the codes on the device
+    const BlockRoute route = block_route(s, K, !bias.empty());
+    if (route == BlockRoute::host ||
+        (route == BlockRoute::group_sums &&
+         !group_sums_on_device_fit(s, s.a_format, s.b_format, true, C, sa, sb)) ||
+        (route == BlockRoute::folded && !folded_codes_fit(s, sa, sb)))
+      return false;
+  }
   struct Buffer {  // device memory, freed however the call ends
     void* p = nullptr;
     ~Buffer() { device_free(p); }
@@ -299,11 +323,8 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
     // Scales inside the MMA on group sums: the CUDA engine's group-sum step reads the codes in
     // place where it is exact (finite elements, scales and C) and no library GEMM wraps it.
     const FormatSpec& sf = s.model.block_scale->format;
-    const bool finite_formats =
-        s.a_format.specials == Specials::finite && s.b_format.specials == Specials::finite;
-    const bool group_route = s.model.group_sum > 1 && bias.empty() &&
-                             !needs_library_gemm(s, false) && padded_k(s, K) == K &&
-                             group_sums_fit(s.model, s.a_format, s.b_format) && finite_formats;
+    const BlockRoute route = block_route(s, K, !bias.empty());
+    const bool group_route = route == BlockRoute::group_sums;
     const ScaleValues values(sf);
     if (group_route && values.high_half) {
       // The scales go to the device once and are checked there (the same test as
@@ -336,8 +357,7 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
     }
     // Power-of-two scales on single products (kind::mxf8f6f4): folded into the codes' values
     // where the kernels read them, where every folded value is exact.
-    if (s.model.group_sum <= 1 && bias.empty() && !needs_library_gemm(s, false) &&
-        padded_k(s, K) == K && folded_codes_fit(s, sa, sb))
+    if (route == BlockRoute::folded && folded_codes_fit(s, sa, sb))
       return resident_on_device(s, M, N, K, 0, K, K, A, B, C, sa, sb, D, stream, device);
     // Elsewhere the host entry folds the scales into the operands (or sums groups) before
     // the CUDA engine runs, so the codes make one round trip through the host.
