@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run: the test command. Installs and builds (tests/setup.sh), then runs
 #   1. ASan + UBSan (clang, build-asan, -fno-sanitize-recover=all): the unit, golden and
-#      hwdata tests (not the exhaustive ones; eight sweeps on a strided subset, named in
+#      hwdata tests (not the exhaustive ones; nine sweeps on a strided subset, named in
 #      tests/sanitized.hpp: stage 3 runs them whole), the fuzz corpora, and a short
 #      coverage-guided run of each fuzz target (FP8SIM_FUZZ_SECONDS each, default 20);
 #   2. ThreadSanitizer (gcc, build-tsan): test_threads, the threaded engine and sweeps;
