@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # run: the test command. Installs and builds (tests/setup.sh), then runs
 #   1. ASan + UBSan (clang, build-asan, -fno-sanitize-recover=all): the unit, golden and
-#      hwdata tests (not the exhaustive ones; eight sweeps on a strided subset, named in
+#      hwdata tests (not the exhaustive ones; nine sweeps on a strided subset, named in
 #      tests/sanitized.hpp: stage 3 runs them whole), the fuzz corpora, and a short
 #      coverage-guided run of each fuzz target (FP8SIM_FUZZ_SECONDS each, default 20);
 #   2. ThreadSanitizer (gcc, build-tsan): test_threads, the threaded engine and sweeps;
+#   (1 and 2 compile at -O1 -g1, all instrumented; at -O0 Catch2's runner, and in 1 the CLI's own
+#   files and the experiments' driver, which do little of the tests' work: the CMakeLists.txt)
 #   3. every ctest test of the plain build (unit, exhaustive, differential, golden, hwdata;
 #      gpu tests are skipped without a GPU) and the notebooks;
 #   4. the documentation site (mkdocs build --strict) and the Python package's tests (pytest,

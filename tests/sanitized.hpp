@@ -6,7 +6,8 @@
 // thin the plain build's sweeps. The sweeps thinned (each file's header or case says how):
 // test_format_batch, test_gemm_prefixes, test_triton_config, test_cublaslt_plan,
 // test_kernel's replay of the captured kernels, test_invariance's movement check,
-// test_probe's grid of custom models and test_cli_reliability's streaming replay.
+// test_probe's grid of custom models, test_cli_reliability's streaming replay and
+// test_sweep's thread counts.
 #pragma once
 
 namespace fp8sim::test {

@@ -17,6 +17,7 @@
 #include <bit>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -35,11 +36,20 @@ using namespace fp8sim;
 namespace {
 
 #ifdef FP8SIM_CUDA_ORACLE
+// The oracle on consecutive float32 bit patterns base, base + 1, ...: a loop of its own with
+// the configuration fixed at compile time, which the compiler makes branch-free (0.3 ns a
+// pattern here; 3.6 when called inside the checking loop with the configuration as arguments).
+template <__nv_fp8_interpretation_t kInterp, __nv_saturation_t kSat>
+void oracle_codes(std::uint32_t base, std::vector<std::uint8_t>& want) {
+  for (std::size_t i = 0; i < want.size(); ++i)
+    want[i] = __nv_cvt_float_to_fp8(std::bit_cast<float>(base + static_cast<std::uint32_t>(i)),
+                                    kSat, kInterp);
+}
+
 struct Config {
   const char* format;
-  __nv_fp8_interpretation_t interp;
   Overflow overflow;
-  __nv_saturation_t sat;
+  void (*oracle)(std::uint32_t base, std::vector<std::uint8_t>& want);
 };
 
 void check_all_floats(const Config& c) {
@@ -63,34 +73,28 @@ void check_all_floats(const Config& c) {
   };
   parallel_for(kTotal / kChunk, /*threads=*/0, [&](std::size_t b, std::size_t e) {
     std::vector<float> x(kChunk);
-    std::vector<std::uint8_t> got(kChunk);
+    std::vector<std::uint8_t> got(kChunk), want(kChunk);
     std::uint64_t bad_b = 0, bad_s = 0, n_s = 0;
     for (std::size_t chunk = b; chunk < e; ++chunk) {
       const std::uint32_t base = static_cast<std::uint32_t>(chunk * kChunk);
       for (std::size_t i = 0; i < kChunk; ++i)
         x[i] = std::bit_cast<float>(base + static_cast<std::uint32_t>(i));
       encode_batch(f, r, x, got, /*threads=*/1);
-      // The first index in this chunk that is a multiple of the stride.
-      std::size_t next_scalar = (kStride - base % kStride) % kStride;
-      for (std::size_t i = 0; i < kChunk; ++i) {
-        const std::uint32_t bits = base + static_cast<std::uint32_t>(i);
-        const std::uint32_t want = __nv_cvt_float_to_fp8(x[i], c.sat, c.interp);
-        auto same = [&](std::uint32_t g) {
-          return is_nan_code[want] ? is_nan_code[g & 0xffu] && g < 256 : g == want;
-        };
-        if (!same(got[i])) {
-          ++bad_b;
-          report("encode_batch", bits, got[i], want);
-        }
-        if (i == next_scalar) {
-          next_scalar += kStride;
-          ++n_s;
-          const std::uint32_t s = encode(static_cast<double>(x[i]), f, r);
-          if (!same(s)) {
-            ++bad_s;
-            report("encode", bits, s, want);
-          }
-        }
+      c.oracle(base, want);
+      // Element by element only where the chunk's codes differ somewhere (NaNs may differ).
+      const bool equal = std::memcmp(got.data(), want.data(), kChunk) == 0;
+      for (std::size_t i = 0; i < kChunk && !equal; ++i) {
+        if (got[i] == want[i] || (is_nan_code[want[i]] && is_nan_code[got[i]])) continue;
+        ++bad_b;
+        report("encode_batch", base + static_cast<std::uint32_t>(i), got[i], want[i]);
+      }
+      // The scalar encode() from the first index in this chunk that is a multiple of the stride.
+      for (std::size_t i = (kStride - base % kStride) % kStride; i < kChunk; i += kStride) {
+        ++n_s;
+        const std::uint32_t s = encode(static_cast<double>(x[i]), f, r);
+        if (is_nan_code[want[i]] ? s < 256 && is_nan_code[s] : s == want[i]) continue;
+        ++bad_s;
+        report("encode", base + static_cast<std::uint32_t>(i), s, want[i]);
       }
     }
     batch_bad += bad_b;
@@ -121,27 +125,27 @@ void waive_if_no_header() {
 TEST_CASE("e4m3 saturate: all float32 encode as cuda_fp8.h", "[e4m3][saturate]") {
   waive_if_no_header();
 #ifdef FP8SIM_CUDA_ORACLE
-  check_all_floats({"e4m3", __NV_E4M3, Overflow::saturate, __NV_SATFINITE});
+  check_all_floats({"e4m3", Overflow::saturate, oracle_codes<__NV_E4M3, __NV_SATFINITE>});
 #endif
 }
 
 TEST_CASE("e4m3 nonsat: all float32 encode as cuda_fp8.h", "[e4m3][nonsat]") {
   waive_if_no_header();
 #ifdef FP8SIM_CUDA_ORACLE
-  check_all_floats({"e4m3", __NV_E4M3, Overflow::nonsat, __NV_NOSAT});
+  check_all_floats({"e4m3", Overflow::nonsat, oracle_codes<__NV_E4M3, __NV_NOSAT>});
 #endif
 }
 
 TEST_CASE("e5m2 saturate: all float32 encode as cuda_fp8.h", "[e5m2][saturate]") {
   waive_if_no_header();
 #ifdef FP8SIM_CUDA_ORACLE
-  check_all_floats({"e5m2", __NV_E5M2, Overflow::saturate, __NV_SATFINITE});
+  check_all_floats({"e5m2", Overflow::saturate, oracle_codes<__NV_E5M2, __NV_SATFINITE>});
 #endif
 }
 
 TEST_CASE("e5m2 nonsat: all float32 encode as cuda_fp8.h", "[e5m2][nonsat]") {
   waive_if_no_header();
 #ifdef FP8SIM_CUDA_ORACLE
-  check_all_floats({"e5m2", __NV_E5M2, Overflow::nonsat, __NV_NOSAT});
+  check_all_floats({"e5m2", Overflow::nonsat, oracle_codes<__NV_E5M2, __NV_NOSAT>});
 #endif
 }
