@@ -29,6 +29,7 @@
 #include "gemm/gemm_split.hpp"
 #include "gemm_cuda_util.hpp"
 #include "model_grid.hpp"
+#include "scale_probes.hpp"
 
 using namespace fp8sim;
 using namespace fp8sim::gpu_test;
@@ -222,6 +223,26 @@ int memory_test() {
   return peak[0] <= 1.5 && peak[1] > peak[0] ? 0 : 1;
 }
 
+// One configuration through gemm() on the CPU engine, gemm_resident and gemm() on host codes
+// with device cuda: the same error (or none) from all three, and without one the same bits.
+void tally_entries(const std::vector<float>& cpu, const std::string& cpu_error,
+                   const std::vector<float>& resident, const std::string& resident_error,
+                   const std::vector<float>& host, const std::string& host_error, int N, Tally& t,
+                   const std::string& what) {
+  if (cpu_error != resident_error || cpu_error != host_error) {
+    ++t.configs;
+    if (t.bad++ == 0)
+      t.first = fmt::format("seed={} {}: cpu error '{}', resident '{}', host codes '{}'", seed(),
+                            what, cpu_error, resident_error, host_error);
+  } else if (cpu_error.empty()) {
+    tally(cpu, resident, N, t, what);
+    tally(cpu, host, N, t, what + " (gemm() on host codes)");
+    --t.configs;  // one configuration, its outputs counted once an entry
+  } else {
+    ++t.configs;
+  }
+}
+
 // gemm_resident's FP4 group-sum route checks the block scales on the device
 // (check_scales_on_device): over every value of the scale format, its float neighbours, its
 // negations, zeros, infinities and NaN, put at a random place among A's or B's scales, the
@@ -246,12 +267,7 @@ int scale_check_test() {
     const DeviceMemory dA(A.size()), dB(B.size()), dD(std::size_t(M) * N * 4);
     copy_device(dA.p, A.data(), A.size(), true);
     copy_device(dB.p, B.data(), B.size(), true);
-    std::vector<float> probes = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 3.0f, 1e-30f};
-    for (std::uint32_t c = 0; c < code_count(sf); ++c) {
-      const float v = static_cast<float>(decode(sf, c));
-      for (float x : {v, -v, std::nextafter(v, INFINITY), std::nextafter(v, -INFINITY)})
-        probes.push_back(x);
-    }
+    const std::vector<float> probes = test::scale_probes(sf);
     for (std::size_t i = 0; i < 2 * probes.size(); ++i) {
       const bool in_a = i % 2 == 0;
       std::vector<float> sa = block_scales_near_one(sf, na, stream++);
@@ -285,17 +301,7 @@ int scale_check_test() {
       }
       const std::string what = fmt::format("{} scale {} at {}[{}]", name,
                                            format_value(probes[i / 2]), in_a ? "A" : "B", at);
-      if (cpu_error != gpu_error || cpu_error != host_error) {
-        ++t.configs;
-        if (t.bad++ == 0)
-          t.first = fmt::format("seed={} {}: cpu error '{}', resident '{}', host codes '{}'",
-                                seed(), what, cpu_error, gpu_error, host_error);
-      } else if (cpu_error.empty()) {
-        tally(cpu, gpu, N, t, what);
-        tally(cpu, host, N, t, what + " (gemm() on host codes)");
-      } else {
-        ++t.configs;
-      }
+      tally_entries(cpu, cpu_error, gpu, gpu_error, host, host_error, N, t, what);
     }
   }
   fmt::print("scale check: {} configurations, {} outputs, {} differ{}\n", t.configs, t.outputs,
@@ -386,17 +392,7 @@ int folded_codes_test() {
           } catch (const std::exception& e) {
             host_error = e.what();
           }
-          if (cpu_error != gpu_error || cpu_error != host_error) {
-            ++t.configs;
-            if (t.bad++ == 0)
-              t.first = fmt::format("seed={} {}: cpu error '{}', resident '{}', host codes '{}'",
-                                    seed(), what, cpu_error, gpu_error, host_error);
-          } else if (cpu_error.empty()) {
-            tally(cpu, gpu, N, t, what);
-            tally(cpu, host, N, t, what + " (gemm() on host codes)");
-          } else {
-            ++t.configs;
-          }
+          tally_entries(cpu, cpu_error, gpu, gpu_error, host, host_error, N, t, what);
         }
   fmt::print("folded codes: {} configurations ({} folded on the device), {} outputs, {} differ{}\n",
              t.configs, folded, t.outputs, t.bad, t.bad ? "; first: " + t.first : "");

@@ -20,6 +20,7 @@
 #include "gemm/gemm.hpp"
 #include "gemm/gemm_device.hpp"
 #include "gemm/gemm_path.hpp"
+#include "scale_probes.hpp"
 
 using namespace fp8sim;
 
@@ -190,12 +191,7 @@ TEST_CASE("block scales are checked against the scale format's values", "[gemm]"
     s.out_type = format_by_name("fp32");
     const int K = s.model.group > 0 ? s.model.group : 64;
     const std::vector<std::uint8_t> codes(K, 2);  // 1.0
-    std::vector<float> probes = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 3.0f, 1e-30f};
-    for (std::uint32_t c = 0; c < code_count(sf); ++c) {
-      const float v = static_cast<float>(decode(sf, c));
-      for (float x : {v, -v, std::nextafter(v, INFINITY), std::nextafter(v, -INFINITY)})
-        probes.push_back(x);
-    }
+    const std::vector<float> probes = test::scale_probes(sf);
     const RoundingSpec exact{Rounding::rne, Overflow::nonsat, 32};
     std::size_t accepted = 0;
     for (const float x : probes) {
