@@ -124,8 +124,9 @@ void gemm_prefixes(const GemmSpec& s, const Operand& A, const Operand& B,
 // sa / sb: scale values (MX: already decoded E8M0 powers of two) in the shapes above.
 // With s.split_k > 1, scales in the epilogue (ScaleOrder::cublaslt) or a bias, the library
 // GEMM of sim/gemm/gemm_split.hpp runs around this engine. With s.device cuda (and no
-// block scales inside the MMA) the codes go to the device as they are and gemm_resident's
-// route decodes them there; D comes back.
+// block scales inside the MMA, or block scales where gemm_resident keeps the codes on the
+// device) the codes go to the device as they are and gemm_resident's route decodes them
+// there; D comes back.
 void gemm(const GemmSpec& s, int M, int N, int K, std::span<const std::uint8_t> A,
           std::span<const std::uint8_t> B, std::span<const float> C, std::span<const float> sa,
           std::span<const float> sb, std::span<float> D, std::span<const float> bias = {});
@@ -138,8 +139,10 @@ void gemm(const GemmSpec& s, int M, int N, int K, std::span<const std::uint8_t> 
 // stream); split-K slices and a kernel's zero-padded K tail read the codes in place, the
 // slices' fp32 results summed and the epilogue run on the device; a block-scaled model on
 // group sums (nvfp4, mxf4) reads its codes in place where its elements, scales and C are
-// finite, any other block-scaled model's operands go through the host once each way. Returns
-// when D is written. Checks as gemm()
+// finite (its scales checked on the device), one with power-of-two scales on single products
+// (mxf8f6f4) where every element times its scale is an exact float (the scales folded into
+// the values as the kernels read them), and any other block-scaled model's operands go
+// through the host once each way. Returns when D is written. Checks as gemm()
 // does (bad codes too); throws std::invalid_argument naming the problem.
 void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A,
                    const std::uint8_t* B, const float* C, std::span<const float> sa,
