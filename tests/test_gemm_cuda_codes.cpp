@@ -322,7 +322,8 @@ int folded_codes_test() {
   Tally t;
   std::size_t folded = 0;
   std::uint64_t stream = 2000000;
-  const char* models[] = {"mxf8f6f4", "custom:group=32,frac=25,out=24,zero=-133,scale=ue8m0:32,cut=rne"};
+  const char* models[] = {"mxf8f6f4",
+                          "custom:group=32,frac=25,out=24,zero=-133,scale=ue8m0:32,cut=rne"};
   const char* formats[][2] = {{"e4m3", "e4m3"}, {"e5m2", "e4m3"}, {"e2m1", "e3m2"},
                               {"e2m3", "e5m2"}};
   const int shapes[][3] = {{96, 80, 256}, {70, 45, 320}, {4, 300, 1024}};

@@ -100,19 +100,27 @@ __device__ __forceinline__ int b_floor(const DeviceGemm& g, int row, int k) {
   return g.fold ? g.b_align_min + fold_shift(b_scale(g, row, k)) : g.b_align_min;
 }
 
-// Element (row, k) of A (B where IS_B) read as a code (Params::codes), row and k in range:
-// its code's value (times its block scale where they are folded in: DeviceGemm::fold), +0 at
-// and beyond code_cols.
+// Row `row` of A (B where IS_B) read as codes (Params::codes), in range: its codes, its
+// format's table and, where the block scales fold in (DeviceGemm::fold), its row of scales in
+// a_scale's (b_scale's) layout.
 template <bool IS_B>
-__device__ __forceinline__ float code_value(const Params& p, int row, int k) {
+__device__ __forceinline__ CodeRow code_row(const Params& p, int row) {
   const DeviceGemm& g = p.g;
   const int ld = g.code_ld > 0 ? g.code_ld : g.K, cols = g.code_ld > 0 ? g.code_cols : g.K;
-  if (k >= cols) return 0.0f;
-  const unsigned char* code = IS_B ? g.B_codes : g.A_codes;
-  const float v = (IS_B ? p.b_table : p.a_table)[code[std::size_t(row) * unsigned(ld) +
-                                                      unsigned(g.code_k0 + k)]];
-  if (!g.fold) return v;
-  return v * (IS_B ? b_scale(g, row, k) : a_scale(g, row, k));  // exact: gemm_resident checks
+  CodeRow r{(IS_B ? g.B_codes : g.A_codes) + std::size_t(row) * unsigned(ld) + g.code_k0,
+            IS_B ? p.b_table : p.a_table, cols};
+  if (g.fold) {
+    r.scales = IS_B ? g.sb + (g.b_bcast ? 0 : std::size_t(row / g.b_div) * g.b_cols)
+                    : g.sa + (g.a_bcast ? 0 : std::size_t(row) * g.a_cols);
+    r.block = g.scale_block == 0 ? g.K : g.scale_block;
+  }
+  return r;
+}
+
+// Element (row, k) of A (B where IS_B) read as a code, row and k in range: code_row's k.
+template <bool IS_B>
+__device__ __forceinline__ float code_value(const Params& p, int row, int k) {
+  return code_row<IS_B>(p, row)[k];
 }
 
 // Where a run of elements lies: the rows of A and B and the K index of its first element.
@@ -540,16 +548,7 @@ __device__ inline float dot_output(const Params& p, int a_row, int b_row, float 
   const DeviceGemm& g = p.g;
   const int K = g.K;
   if constexpr (CODES) {
-    const int ld = g.code_ld > 0 ? g.code_ld : K, cols = g.code_ld > 0 ? g.code_cols : K;
-    CodeRow a{g.A_codes + std::size_t(a_row) * unsigned(ld) + g.code_k0, p.a_table, cols};
-    CodeRow b{g.B_codes + std::size_t(b_row) * unsigned(ld) + g.code_k0, p.b_table, cols};
-    if (g.fold) {  // a_scale's and b_scale's layout, one row of scales each
-      const int blk = g.scale_block == 0 ? K : g.scale_block;
-      a.scales = g.sa + (g.a_bcast ? 0 : std::size_t(a_row) * g.a_cols);
-      b.scales = g.sb + (g.b_bcast ? 0 : std::size_t(b_row / g.b_div) * g.b_cols);
-      a.block = b.block = blk;
-    }
-    return dot_rows(p, a, b, a_row, b_row, c);
+    return dot_rows(p, code_row<false>(p, a_row), code_row<true>(p, b_row), a_row, b_row, c);
   } else {
     return dot_rows(p, g.A + static_cast<std::size_t>(a_row) * K,
                     g.B + static_cast<std::size_t>(b_row) * K, a_row, b_row, c);

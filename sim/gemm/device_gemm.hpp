@@ -191,9 +191,9 @@ bool device_all_finite(const float* p, std::size_t n, void* stream = nullptr, in
 
 // Block scales in device memory checked there (gemm_resident's group-sum route): the n floats
 // at `scales`, each a value of the scale format where it is a NaN and nan_ok, or its float
-// bits have 16 zero low bits and bit (bits >> 16) of `table` (kScaleTableWords words of
-// host memory: bit i in word i / 32 at i % 32) is set. Read after the work queued on `stream`; throws as
-// run_device_gemm does.
+// bits have 16 zero low bits and bit (bits >> 16) of `table` (kScaleTableWords words of host
+// memory: bit i in word i / 32 at i % 32) is set. Read after the work queued on `stream`;
+// throws as run_device_gemm does.
 constexpr std::size_t kScaleTableWords = 65536 / 32;
 struct DeviceScaleCheck {
   std::size_t first_bad;  // the smallest index of a scale that is not a value (n: none)

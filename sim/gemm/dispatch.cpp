@@ -32,6 +32,15 @@
 namespace fp8sim {
 namespace {
 
+// Device memory (device_malloc), freed however the call ends.
+struct DeviceBlock {
+  void* p = nullptr;
+  DeviceBlock() = default;
+  DeviceBlock(const DeviceBlock&) = delete;
+  DeviceBlock& operator=(const DeviceBlock&) = delete;
+  ~DeviceBlock() { device_free(p); }
+};
+
 void check_span(std::string_view what, std::size_t got, std::size_t want) {
   if (got != want)
     throw std::invalid_argument(fmt::format("{} has {} elements, expected {}", what, got, want));
@@ -261,10 +270,7 @@ bool gemm_codes_on_device(const GemmSpec& s, int M, int N, int K,
         (route == BlockRoute::folded && !folded_codes_fit(s, sa, sb)))
       return false;
   }
-  struct Buffer {  // device memory, freed however the call ends
-    void* p = nullptr;
-    ~Buffer() { device_free(p); }
-  } da, db, dc, dd;
+  DeviceBlock da, db, dc, dd;
   try {  // no CUDA in this build, or no device: the host route says so in its words
     da.p = device_malloc(A.size());
     db.p = device_malloc(B.size());
@@ -329,17 +335,14 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
     if (group_route && values.high_half) {
       // The scales go to the device once and are checked there (the same test as
       // check_block_scales'), and the group-sum step reads that copy.
-      struct Copy {
-        void* p = nullptr;
-        ~Copy() { device_free(p); }
-      } copy;
+      DeviceBlock copy;
       const std::size_t n = sa.size() + sb.size();
       copy.p = device_malloc(std::max<std::size_t>(n, 1) * sizeof(float), device);
       float* d = static_cast<float*>(copy.p);
       copy_device(d, sa.data(), sa.size_bytes(), true, stream, device);
       copy_device(d + sa.size(), sb.data(), sb.size_bytes(), true, stream, device);
-      const DeviceScaleCheck c = check_scales_on_device(d, n, values.high.data(), values.nan, stream,
-                                                         device);
+      const DeviceScaleCheck c =
+          check_scales_on_device(d, n, values.high.data(), values.nan, stream, device);
       if (c.first_bad < sa.size()) values.bad(s, "A scales", c.first_bad, sa[c.first_bad]);
       if (c.first_bad < n)
         values.bad(s, "B scales", c.first_bad - sa.size(), sb[c.first_bad - sa.size()]);
@@ -380,10 +383,7 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
   // in slice order, then the epilogue in place (reduce_slices' and apply_epilogue's operations).
   const GemmSpec in = slice_spec(s);
   const std::vector<KSliceCut> cuts = split_k_slices(s, Kp, sa, sb);
-  struct Scratch {
-    void* p = nullptr;
-    ~Scratch() { device_free(p); }
-  } part;
+  DeviceBlock part;
   if (cuts.size() > 1) part.p = device_malloc(outputs * sizeof(float), device);
   DeviceEpilogue e;
   e.M = M;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -147,6 +148,26 @@ void batched_dot_on_device(const GemmSpec& s, const Operand& A, const Operand& B
 
 namespace {
 
+// The range of log2 of power-of-two scales: lo and hi over the finite nonzero ones (lo
+// INT_MAX, hi INT_MIN where there are none), and whether all of them are finite and nonzero.
+struct Log2Range {
+  int lo = std::numeric_limits<int>::max(), hi = std::numeric_limits<int>::min();
+  bool all_finite_nonzero = true;
+};
+Log2Range log2_range(std::span<const float> v) {
+  Log2Range r;
+  for (float x : v) {
+    if (!std::isfinite(x) || x == 0.0f) {
+      r.all_finite_nonzero = false;
+      continue;
+    }
+    const int e = std::ilogb(x);
+    r.lo = std::min(r.lo, e);
+    r.hi = std::max(r.hi, e);
+  }
+  return r;
+}
+
 // The model without its block scales, which fold into the operands (block_fold.hpp).
 GemmSpec without_block_scales(const GemmSpec& s) {
   GemmSpec plain = s;
@@ -166,12 +187,8 @@ void set_folded(const GemmSpec& plain, const FormatSpec& fa, const FormatSpec& f
   g.a_align_min = own.a_align_min;
   g.b_align_min = own.b_align_min;
   g.fold = true;
-  const auto lowest_log2 = [](std::span<const float> v) {
-    int lo = 0;  // scales are powers of two; 0: none finite and nonzero
-    for (float x : v)
-      if (std::isfinite(x) && x != 0.0f) lo = std::min(lo, std::ilogb(x));
-    return lo;
-  };
+  // The lowest log2 of a scale, at most 0 (0 where none is finite and nonzero).
+  const auto lowest_log2 = [](std::span<const float> v) { return std::min(0, log2_range(v).lo); };
   g.model.zero_on = zero_exponent_matters(
       plain.model, g.a_align_min + lowest_log2(sa) + g.b_align_min + lowest_log2(sb));
 }
@@ -196,15 +213,9 @@ bool folded_codes_fit(const GemmSpec& s, std::span<const float> sa, std::span<co
   // the largest scale's at most float's, its lowest bit with the smallest scale's at least
   // float's lowest (2^-149); scales finite and nonzero.
   const auto exact = [](const FormatSpec& f, std::span<const float> v) {
-    int lo = 0, hi = 0;
-    bool first = true;
-    for (float x : v) {
-      if (!std::isfinite(x) || x == 0.0f) return false;
-      const int e = std::ilogb(x);
-      lo = first ? e : std::min(lo, e);
-      hi = first ? e : std::max(hi, e);
-      first = false;
-    }
+    const Log2Range r = log2_range(v);
+    if (!r.all_finite_nonzero) return false;
+    const int lo = v.empty() ? 0 : r.lo, hi = v.empty() ? 0 : r.hi;
     return hi + max_exponent(f) <= 127 && lo + min_normal_exponent(f) - f.mantissa_bits >= -149;
   };
   return exact(s.a_format, sa) && exact(s.b_format, sb);
