@@ -5,11 +5,8 @@ target_include_directories(fp8sim_experiment PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(fp8sim_experiment PUBLIC fp8sim::sim CLI11::CLI11 nlohmann_json::nlohmann_json)
 target_compile_options(fp8sim_experiment PRIVATE -Wall -Wextra)
 # In a sanitizer build (tests/run.sh's build-asan) the driver runs only in test_cli_reliability's
-# error-contract checks (--trials 1): compiled at -O0 there, still instrumented (clang 14 with
-# ASan+UBSan: 17 CPU-s at -O1, 8 at -O0).
-if(FP8SIM_SANITIZE)
-  target_compile_options(fp8sim_experiment PRIVATE -O0)
-endif()
+# error-contract checks (--trials 1) (clang 14 with ASan+UBSan: 17 CPU-s at -O1, 8 at -O0).
+fp8sim_not_under_test(fp8sim_experiment)
 # The experiments are the exp_<name>.cpp files here: this glob is the one list. It is written
 # to <build>/experiments/experiments.txt for run.sh and tests/test_notebooks.sh.
 file(GLOB fp8sim_experiment_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/exp_*.cpp)
