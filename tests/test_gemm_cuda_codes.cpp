@@ -21,6 +21,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "format/format.hpp"
@@ -243,8 +244,9 @@ void tally_entries(const std::vector<float>& cpu, const std::string& cpu_error,
   }
 }
 
-// gemm_resident's FP4 group-sum route checks the block scales on the device
-// (check_scales_on_device): over every value of the scale format, its float neighbours, its
+// gemm_resident's block-scaled routes (FP4 group sums; mxf8f6f4's scales folded into the
+// codes) check the block scales on the device (check_scales_on_device, with the log2 ranges
+// the fold needs): over every value of the scale format, its float neighbours, its
 // negations, zeros, infinities and NaN, put at a random place among A's or B's scales, the
 // call fails exactly where gemm() on the CPU engine fails, with the same line (the same
 // index), and otherwise gives the CPU engine's bits (non-finite scales: through the host);
@@ -253,16 +255,17 @@ void tally_entries(const std::vector<float>& cpu, const std::string& cpu_error,
 int scale_check_test() {
   Tally t;
   std::uint64_t stream = 1900000;
-  for (const char* name : {"nvfp4", "mxf4"}) {
+  for (const auto& [name, element] : {std::pair{"nvfp4", "e2m1"}, std::pair{"mxf4", "e2m1"},
+                                       std::pair{"mxf8f6f4", "e4m3"}}) {
     GemmSpec s;
     s.model = accumulator_by_name(name);
     use_model_block_scales(s);
-    const FormatSpec e2m1 = format_by_name("e2m1"), sf = s.model.block_scale->format;
-    s.a_format = s.b_format = e2m1;
+    const FormatSpec ef = format_by_name(element), sf = s.model.block_scale->format;
+    s.a_format = s.b_format = ef;
     s.out_type = format_by_name("fp32");
     const int M = 8, N = 8, K = 128;
-    const auto A = adversarial_codes(e2m1, M, K, stream++, 0);
-    const auto B = adversarial_codes(e2m1, N, K, stream++, 0);
+    const auto A = adversarial_codes(ef, M, K, stream++, 0);
+    const auto B = adversarial_codes(ef, N, K, stream++, 0);
     const std::size_t na = std::size_t(M) * K / s.mx_block, nb = std::size_t(N) * K / s.mx_block;
     const DeviceMemory dA(A.size()), dB(B.size()), dD(std::size_t(M) * N * 4);
     copy_device(dA.p, A.data(), A.size(), true);

@@ -135,6 +135,13 @@ enum DeviceStepError : unsigned {
   kStepBelowExactGrid = 4,   // "exact sum: value below the fixed-point grid"
 };
 
+// The log2 range of a run of block scales: the smallest and largest floor(log2 s) of its finite
+// nonzero scales (lo > hi where there is none), and whether every scale is finite and nonzero.
+struct ScaleLog2 {
+  int lo = 1 << 30, hi = -(1 << 30);
+  bool all_finite_nonzero = true;
+};
+
 // How the engine launches (tests vary it; results never depend on it).
 struct DeviceLaunch {
   int kernel = 0;            // 0: fastest available; 1: one thread per output everywhere
@@ -152,8 +159,10 @@ struct DeviceLaunch {
   // to values once (and prepared for the float kernel's tiles).
   int codes = 0;
   // DeviceGemm's sa and sb are device memory already (gemm_resident's checked copies), not
-  // host arrays to upload.
+  // host arrays to upload; where they fold into resident codes, their log2 ranges (A's, B's)
+  // as check_scales_on_device found them.
   bool scales_on_device = false;
+  ScaleLog2 scale_log2[2];
 };
 
 // Runs g on the current CUDA device. Throws std::runtime_error("fp8sim was built without
@@ -189,17 +198,19 @@ void copy_device(void* dst, const void* src, std::size_t bytes, bool to_device,
 // finite, read after the work queued on `stream`; throws as run_device_gemm does.
 bool device_all_finite(const float* p, std::size_t n, void* stream = nullptr, int device = -1);
 
-// Block scales in device memory checked there (gemm_resident's group-sum route): the n floats
-// at `scales`, each a value of the scale format where it is a NaN and nan_ok, or its float
-// bits have 16 zero low bits and bit (bits >> 16) of `table` (kScaleTableWords words of host
-// memory: bit i in word i / 32 at i % 32) is set. Read after the work queued on `stream`;
-// throws as run_device_gemm does.
+// Block scales in device memory checked there (gemm_resident's group-sum and folded routes):
+// the n floats at `scales`, each a value of the scale format where it is a NaN and nan_ok, or
+// its float bits have 16 zero low bits and bit (bits >> 16) of `table` (kScaleTableWords
+// words of host memory: bit i in word i / 32 at i % 32) is set; and the log2 ranges of the
+// first `split` (A's) and of the rest (B's). Read after the work queued on `stream`; throws
+// as run_device_gemm does.
 constexpr std::size_t kScaleTableWords = 65536 / 32;
 struct DeviceScaleCheck {
   std::size_t first_bad;  // the smallest index of a scale that is not a value (n: none)
   bool finite;            // every scale finite
+  ScaleLog2 a, b;         // scales [0, split) and [split, n)
 };
-DeviceScaleCheck check_scales_on_device(const float* scales, std::size_t n,
+DeviceScaleCheck check_scales_on_device(const float* scales, std::size_t n, std::size_t split,
                                         const std::uint32_t* table, bool nan_ok,
                                         void* stream = nullptr, int device = -1);
 

@@ -332,35 +332,42 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
     const BlockRoute route = block_route(s, K, !bias.empty());
     const bool group_route = route == BlockRoute::group_sums;
     const ScaleValues values(sf);
-    if (group_route && values.high_half) {
+    const bool folded_route = route == BlockRoute::folded;
+    bool folded_fit = false;
+    if ((group_route || folded_route) && values.high_half) {
       // The scales go to the device once and are checked there (the same test as
-      // check_block_scales'), and the group-sum step reads that copy.
+      // check_block_scales', with their log2 ranges for folding), and the kernels read that
+      // copy: the group-sum step, or the codes' decoding that folds them in.
       DeviceBlock copy;
       const std::size_t n = sa.size() + sb.size();
       copy.p = device_malloc(std::max<std::size_t>(n, 1) * sizeof(float), device);
       float* d = static_cast<float*>(copy.p);
       copy_device(d, sa.data(), sa.size_bytes(), true, stream, device);
       copy_device(d + sa.size(), sb.data(), sb.size_bytes(), true, stream, device);
-      const DeviceScaleCheck c =
-          check_scales_on_device(d, n, values.high.data(), values.nan, stream, device);
+      const DeviceScaleCheck c = check_scales_on_device(d, n, sa.size(), values.high.data(),
+                                                        values.nan, stream, device);
       if (c.first_bad < sa.size()) values.bad(s, "A scales", c.first_bad, sa[c.first_bad]);
       if (c.first_bad < n)
         values.bad(s, "B scales", c.first_bad - sa.size(), sb[c.first_bad - sa.size()]);
-      if (c.finite && (C == nullptr || device_all_finite(C, outputs, stream, device))) {
-        DeviceLaunch launch;
-        launch.scales_on_device = true;
+      DeviceLaunch launch;
+      launch.scales_on_device = true;
+      launch.scale_log2[0] = c.a;
+      launch.scale_log2[1] = c.b;
+      if ((group_route && c.finite &&
+           (C == nullptr || device_all_finite(C, outputs, stream, device))) ||
+          (folded_route && folded_codes_fit(s, c.a, c.b)))
         return resident_on_device(s, M, N, K, 0, K, K, A, B, C, {d, sa.size()},
                                   {d + sa.size(), sb.size()}, D, stream, device, launch);
-      }
     } else {
       check_block_scales(s, sf, sa, sb);
       if (group_route && group_sums_on_device_fit(s, s.a_format, s.b_format, true, {}, sa, sb) &&
           (C == nullptr || device_all_finite(C, outputs, stream, device)))
         return resident_on_device(s, M, N, K, 0, K, K, A, B, C, sa, sb, D, stream, device);
+      folded_fit = folded_route && folded_codes_fit(s, sa, sb);
     }
     // Power-of-two scales on single products (kind::mxf8f6f4): folded into the codes' values
     // where the kernels read them, where every folded value is exact.
-    if (route == BlockRoute::folded && folded_codes_fit(s, sa, sb))
+    if (folded_fit)
       return resident_on_device(s, M, N, K, 0, K, K, A, B, C, sa, sb, D, stream, device);
     // Elsewhere the host entry folds the scales into the operands (or sums groups) before
     // the CUDA engine runs, so the codes make one round trip through the host.

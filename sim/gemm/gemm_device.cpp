@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -148,25 +149,26 @@ void batched_dot_on_device(const GemmSpec& s, const Operand& A, const Operand& B
 
 namespace {
 
-// The range of log2 of power-of-two scales: lo and hi over the finite nonzero ones (lo
-// INT_MAX, hi INT_MIN where there are none), and whether all of them are finite and nonzero.
-struct Log2Range {
-  int lo = std::numeric_limits<int>::max(), hi = std::numeric_limits<int>::min();
-  bool all_finite_nonzero = true;
-};
-Log2Range log2_range(std::span<const float> v) {
-  Log2Range r;
+// The log2 range of scales on the host (check_scales_on_device finds it on the device): the
+// exponent field of a normal float, ilogb of a subnormal one.
+ScaleLog2 log2_range(std::span<const float> v) {
+  ScaleLog2 r;
   for (float x : v) {
-    if (!std::isfinite(x) || x == 0.0f) {
+    const std::uint32_t b = std::bit_cast<std::uint32_t>(x);
+    const int field = static_cast<int>((b >> 23) & 0xffu);
+    if (field == 0xff || (b << 1) == 0) {
       r.all_finite_nonzero = false;
       continue;
     }
-    const int e = std::ilogb(x);
+    const int e = field != 0 ? field - 127 : std::ilogb(x);
     r.lo = std::min(r.lo, e);
     r.hi = std::max(r.hi, e);
   }
   return r;
 }
+
+// The lowest log2 of a run's scales, at most 0 (0 where none is finite and nonzero).
+int lowest_log2(const ScaleLog2& r) { return r.lo > r.hi ? 0 : std::min(0, r.lo); }
 
 // The model without its block scales, which fold into the operands (block_fold.hpp).
 GemmSpec without_block_scales(const GemmSpec& s) {
@@ -182,15 +184,13 @@ GemmSpec without_block_scales(const GemmSpec& s) {
 // the log2 of the smallest scale, so where that sum of A's and B's lies at or above the zero
 // exponent, a zero term never changes a step and the tiled kernels run).
 void set_folded(const GemmSpec& plain, const FormatSpec& fa, const FormatSpec& fb,
-                std::span<const float> sa, std::span<const float> sb, DeviceGemm& g) {
+                const ScaleLog2& la, const ScaleLog2& lb, DeviceGemm& g) {
   const DeviceGemm own = device_spec(plain, fa, fb);
   g.a_align_min = own.a_align_min;
   g.b_align_min = own.b_align_min;
   g.fold = true;
-  // The lowest log2 of a scale, at most 0 (0 where none is finite and nonzero).
-  const auto lowest_log2 = [](std::span<const float> v) { return std::min(0, log2_range(v).lo); };
   g.model.zero_on = zero_exponent_matters(
-      plain.model, g.a_align_min + lowest_log2(sa) + g.b_align_min + lowest_log2(sb));
+      plain.model, g.a_align_min + lowest_log2(la) + g.b_align_min + lowest_log2(lb));
 }
 
 }  // namespace
@@ -200,11 +200,11 @@ void folded_on_device(const GemmSpec& s, const FoldedOperands& f, std::span<cons
                       std::span<float> D, bool batched, const DeviceLaunch& launch) {
   const GemmSpec plain = without_block_scales(s);
   DeviceGemm g = device_gemm(plain, f.a, f.b, C, sa, sb, D);
-  set_folded(plain, f.a_format, f.b_format, sa, sb, g);
+  set_folded(plain, f.a_format, f.b_format, log2_range(sa), log2_range(sb), g);
   run_with_mx_scales(s, g, batched, launch);
 }
 
-bool folded_codes_fit(const GemmSpec& s, std::span<const float> sa, std::span<const float> sb) {
+bool folded_codes_fit(const GemmSpec& s, const ScaleLog2& la, const ScaleLog2& lb) {
   const auto& in = s.model.block_scale;
   if (!in || s.model.group_sum > 1 || in->format.mantissa_bits != 0 ||
       needs_reference_step(without_block_scales(s).model))
@@ -212,13 +212,17 @@ bool folded_codes_fit(const GemmSpec& s, std::span<const float> sa, std::span<co
   // Every element times its scale an exact finite float: the format's largest exponent with
   // the largest scale's at most float's, its lowest bit with the smallest scale's at least
   // float's lowest (2^-149); scales finite and nonzero.
-  const auto exact = [](const FormatSpec& f, std::span<const float> v) {
-    const Log2Range r = log2_range(v);
+  const auto exact = [](const FormatSpec& f, const ScaleLog2& r) {
     if (!r.all_finite_nonzero) return false;
-    const int lo = v.empty() ? 0 : r.lo, hi = v.empty() ? 0 : r.hi;
+    const bool none = r.lo > r.hi;  // no scales
+    const int lo = none ? 0 : r.lo, hi = none ? 0 : r.hi;
     return hi + max_exponent(f) <= 127 && lo + min_normal_exponent(f) - f.mantissa_bits >= -149;
   };
-  return exact(s.a_format, sa) && exact(s.b_format, sb);
+  return exact(s.a_format, la) && exact(s.b_format, lb);
+}
+
+bool folded_codes_fit(const GemmSpec& s, std::span<const float> sa, std::span<const float> sb) {
+  return folded_codes_fit(s, log2_range(sa), log2_range(sb));
 }
 
 bool group_sums_on_device_fit(const GemmSpec& s, const FormatSpec& a, const FormatSpec& b,
@@ -334,7 +338,11 @@ void resident_on_device(const GemmSpec& s, int M, int N, int ld, int k0, int len
   if (fold) {  // folded_codes_fit: the plain model on the folded formats' path
     const GemmSpec plain = without_block_scales(s);
     g = device_spec(plain, folded_format(s.a_format), folded_format(s.b_format));
-    set_folded(plain, s.a_format, s.b_format, sa, sb, g);
+    // The scales' log2 ranges: found with their device check, or here from host memory.
+    if (base.scales_on_device)
+      set_folded(plain, s.a_format, s.b_format, base.scale_log2[0], base.scale_log2[1], g);
+    else
+      set_folded(plain, s.a_format, s.b_format, log2_range(sa), log2_range(sb), g);
   } else {
     g = device_spec(s, s.a_format, s.b_format, group_sums);
     if (group_sums) set_group_sums(s, s.a_format, s.b_format, g);

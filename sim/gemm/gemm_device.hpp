@@ -37,6 +37,8 @@ void folded_on_device(const GemmSpec& s, const FoldedOperands& f, std::span<cons
 // nonzero, and every element times its scale an exact finite float (bounded by the formats'
 // extremes and the scales').
 bool folded_codes_fit(const GemmSpec& s, std::span<const float> sa, std::span<const float> sb);
+// The same from the scales' log2 ranges (check_scales_on_device's).
+bool folded_codes_fit(const GemmSpec& s, const ScaleLog2& la, const ScaleLog2& lb);
 
 // gemm() (batched: batched_dot()) of a group-sum model (group_sums_fit) on the CUDA engine:
 // s with the model's MX scaling, sa and sb its block scales; A, B, C and the scales finite
@@ -81,8 +83,8 @@ void scaled_reference_on_device(const GemmSpec& s, const Operand& A, const Opera
 // `device`, fp32 values of s.out_type. A block-scaled model runs here only on group sums
 // (group_sums_on_device_fit holds, C's finiteness checked on the device) or with its scales
 // folded into the codes' values as the kernels read them (folded_codes_fit holds; sa and sb
-// host memory). `launch`: how the engine launches (tests), its stream and device replaced by
-// these.
+// host memory, or device memory where launch.scales_on_device, with their log2 ranges).
+// `launch`: how the engine launches (tests), its stream and device replaced by these.
 void resident_on_device(const GemmSpec& s, int M, int N, int ld, int k0, int len, int cols,
                         const std::uint8_t* A, const std::uint8_t* B, const float* C,
                         std::span<const float> sa, std::span<const float> sb, float* D,

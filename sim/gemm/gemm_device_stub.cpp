@@ -23,8 +23,8 @@ bool device_all_finite(const float*, std::size_t, void*, int) {
   throw std::runtime_error("device cuda: fp8sim was built without CUDA");
 }
 
-DeviceScaleCheck check_scales_on_device(const float*, std::size_t, const std::uint32_t*, bool,
-                                        void*, int) {
+DeviceScaleCheck check_scales_on_device(const float*, std::size_t, std::size_t,
+                                        const std::uint32_t*, bool, void*, int) {
   throw std::runtime_error("device cuda: fp8sim was built without CUDA");
 }
 
