@@ -11,7 +11,7 @@ import fp8sim as _fp8sim
 
 from . import _args
 from . import _torch_reuse
-from ._torch_ops import _timed_gemm, _timed_quantize
+from ._torch_ops import _timed_gemm, _timed_quantize_operand
 from ._torch_plan import _plan_split
 
 # ---- recipes and Float8Linear -------------------------------------------------------------
@@ -90,7 +90,7 @@ def _quantized(x: torch.Tensor, fmt: str, scaling: str, role: str) -> tuple:
     then copied back: an upload, a download and their waits per operand); torch.compile and
     CPU tensors go through the op. The same calls and values either way."""
     if x.is_cuda and not torch.compiler.is_compiling():
-        q = _timed_quantize(x, fmt, scaling, role=role)
+        q = _timed_quantize_operand(x, fmt, scaling, role)
         return q.codes, torch.from_numpy(q.scales)  # host scales, no copy
     return torch.ops.fp8sim.quantize(x, fmt, scaling, role)
 

@@ -57,7 +57,8 @@ DeviceEncodeTable device_encode_table(const FormatSpec& f) {
 
 QuantisedOperand quantise_resident(const ScalingSpec& s, OperandRole role, const FormatSpec& f,
                                    int T, int K, const void* x, bool x_double, int tensor_rows,
-                                   std::uint8_t* codes, void* stream, int device) {
+                                   std::uint8_t* codes, void* stream, int device,
+                                   bool count_saturated) {
   const DeviceEncodeTable table = device_encode_table(f);
   const ScaleGroups g = scale_groups(s, role, T, K, tensor_rows);
   const DeviceLaunch launch{0, false, nullptr, stream, device};
@@ -81,7 +82,7 @@ QuantisedOperand quantise_resident(const ScalingSpec& s, OperandRole role, const
   QuantisedOperand q = scales_from_amax(s, f, T, g, amax, tensor_rows);
   q.saturated = run_device_encode(x, x_double, T, K, q.scales.data(), q.scale_cols, s.nc,
                                   q.tensor_scales.empty() ? nullptr : q.tensor_scales.data(),
-                                  table, codes, launch);
+                                  table, codes, launch, count_saturated);
   return q;
 }
 
