@@ -39,7 +39,13 @@ def reusable(fmt_from: str, scaling_from: str, role_from: str, fmt_to: str, scal
     and scaling (name and scale encoding), one level of scales, and the scale groups of the
     transpose the transposes of X's (the library's scale shape of T x K under the first
     equals that of K x T under the second, reversed, at a shape with unequal sides). A
-    constant for torch.compile."""
+    constant for torch.compile.
+
+    >>> reusable("e4m3", "tensor", "a", "e4m3", "tensor", "b")  # X for Wgrad's X^T
+    True
+    >>> [reusable("e4m3", "block128", r, "e4m3", "block128", r) for r in "ab"]  # 1x128, 128x128
+    [False, True]
+    """
     return _reusable(fmt_from, scaling_from, role_from, fmt_to, scaling_to, role_to)
 
 
