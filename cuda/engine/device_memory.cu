@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
 #include "engine/device_memory.cuh"
@@ -67,6 +68,26 @@ std::size_t device_memory_peak(bool reset) {
   }
   return peak;
 }
+
+namespace gpu {
+
+const void* cached_constant(const void* host, std::size_t bytes) {
+  int dev = 0;
+  check(cudaGetDevice(&dev), "get device");
+  std::string key(reinterpret_cast<const char*>(&dev), sizeof dev);
+  key.append(static_cast<const char*>(host), bytes);
+  static std::mutex mutex;
+  static auto* copies = new std::unordered_map<std::string, void*>;  // kept to the end
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (const auto it = copies->find(key); it != copies->end()) return it->second;
+  void* d = nullptr;
+  check(cudaMalloc(&d, bytes), "cudaMalloc");
+  check(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice), "upload");
+  copies->emplace(std::move(key), d);
+  return d;
+}
+
+}  // namespace gpu
 
 void copy_device(void* dst, const void* src, std::size_t bytes, bool to_device, void* stream,
                  int device) {

@@ -44,6 +44,11 @@ T* upload(const T* host, std::size_t n, cudaStream_t st, DeviceBuffer& keep) {
   return static_cast<T*>(d);
 }
 
+// A copy of `bytes` of host data in the current device's memory, made once per device and
+// content and kept for the process (the engines' code tables: a few KiB each); read-only.
+// No upload (and no wait for the stream) after the first.
+const void* cached_constant(const void* host, std::size_t bytes);
+
 // Blocks of 256 threads for a grid-stride loop over `threads` items (at least one block, at
 // most 2^16: each thread strides over the rest).
 inline unsigned blocks_for(std::size_t threads) {

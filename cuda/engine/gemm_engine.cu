@@ -39,6 +39,7 @@
 #include "engine/gemm_engine_tiled.cuh"
 #include "engine/gemm_engine_tiled_f32.cuh"
 #include "engine/gemm_engine_tiled_gs.cuh"
+#include "engine/kernel_events.cuh"
 
 namespace fp8sim {
 namespace {
@@ -77,10 +78,12 @@ __global__ void decode_kernel(const unsigned char* codes, std::size_t n, int K, 
   }
 }
 
-// Resident operands on the device: one allocation holds the two bad-code indices, both code
-// tables (256 values each, 0 beyond the format's codes) and, unless the codes are read in
-// place (`in_place`: Params::codes), A's and B's values decoded; checked after the GEMM (one
-// synchronisation).
+// Resident operands on the device: both code tables (256 values each, 0 beyond the format's
+// codes) in the device's cached copy (cached_constant: uploaded once per format pair); where a
+// kernel decodes or checks codes, one allocation of this call holds the two bad-code indices
+// (all ones: none) and, unless the codes are read in place (`in_place`: Params::codes), A's
+// and B's values decoded. `checked`: a code check ran, to be read after the GEMM (one
+// synchronisation); formats with 256 codes have none to check when read in place.
 struct ResidentOperands {
   DeviceBuffer keep;
   const float* A = nullptr;
@@ -88,38 +91,42 @@ struct ResidentOperands {
   const float* a_table = nullptr;
   const float* b_table = nullptr;
   unsigned long long* bad = nullptr;  // device: first bad index of A, then of B
+  bool checked = false;
 };
 
 ResidentOperands decode_resident(const DeviceGemm& g, std::size_t a_n, std::size_t b_n,
                                  bool in_place, cudaStream_t st) {
-  // Host staging, uploaded at once: the two indices set to "none" (a_n, b_n; first, so that
-  // they are 8-byte aligned), then both tables; the values follow on the device.
   const std::size_t la = std::size_t(g.a_lut_size), lb = std::size_t(g.b_lut_size);
-  std::vector<float> stage(4 + 2 * 256, 0.0f);
-  const unsigned long long none[2] = {a_n, b_n};
-  std::memcpy(stage.data(), none, sizeof none);
-  std::copy(g.a_lut, g.a_lut + std::min<std::size_t>(la, 256), stage.begin() + 4);
-  std::copy(g.b_lut, g.b_lut + std::min<std::size_t>(lb, 256), stage.begin() + 4 + 256);
+  std::vector<float> tables(2 * 256, 0.0f);
+  std::copy(g.a_lut, g.a_lut + std::min<std::size_t>(la, 256), tables.begin());
+  std::copy(g.b_lut, g.b_lut + std::min<std::size_t>(lb, 256), tables.begin() + 256);
   ResidentOperands r;
-  r.keep = device_alloc((stage.size() + (in_place ? 0 : a_n + b_n)) * sizeof(float), st);
+  const float* dev_tables =
+      static_cast<const float*>(gpu::cached_constant(tables.data(), tables.size() * sizeof(float)));
+  r.a_table = dev_tables;
+  r.b_table = dev_tables + 256;
+  // A kernel runs for an operand that is decoded (not in place) or whose format has fewer
+  // than 256 codes (a byte may be no code: checked).
+  const bool run_a = a_n > 0 && (!in_place || g.a_lut_size < 256);
+  const bool run_b = b_n > 0 && (!in_place || g.b_lut_size < 256);
+  r.checked = (run_a && g.a_lut_size < 256) || (run_b && g.b_lut_size < 256);
+  if (!run_a && !run_b) return r;
+  // The two indices first (8-byte aligned), then the values.
+  r.keep = device_alloc(4 * sizeof(float) + (in_place ? 0 : (a_n + b_n) * sizeof(float)), st);
   float* base = static_cast<float*>(r.keep.get());
-  check(cudaMemcpyAsync(base, stage.data(), stage.size() * sizeof(float), cudaMemcpyHostToDevice,
-                        st), "upload");
   r.bad = reinterpret_cast<unsigned long long*>(base);
-  const float* tables = base + 4;
-  r.a_table = tables;
-  r.b_table = tables + 256;
-  float* values = in_place ? nullptr : base + stage.size();
+  check(cudaMemsetAsync(r.bad, 0xff, 2 * sizeof(unsigned long long), st), "memset");
+  float* values = in_place ? nullptr : base + 4;
   const int ld = g.code_ld > 0 ? g.code_ld : g.K, cols = g.code_ld > 0 ? g.code_cols : g.K;
-  auto launch = [&](const unsigned char* codes, std::size_t n, const float* lut, int size,
-                    float* out, unsigned long long* bad) {
-    if (n == 0 || (out == nullptr && size >= 256)) return;  // every byte is a code: no check
+  auto launch = [&](bool run, const unsigned char* codes, std::size_t n, const float* lut,
+                    int size, float* out, unsigned long long* bad) {
+    if (!run) return;
     decode_kernel<<<gpu::blocks_for(n), 256, 0, st>>>(codes, n, g.K, ld, g.code_k0, cols, lut,
                                                      size, out, bad);
     check(cudaGetLastError(), "decode kernel launch");
   };
-  launch(g.A_codes, a_n, tables, g.a_lut_size, values, r.bad);
-  launch(g.B_codes, b_n, tables + 256, g.b_lut_size, in_place ? nullptr : values + a_n,
+  launch(run_a, g.A_codes, a_n, r.a_table, g.a_lut_size, values, r.bad);
+  launch(run_b, g.B_codes, b_n, r.b_table, g.b_lut_size, in_place ? nullptr : values + a_n,
          r.bad + 1);
   r.A = values;
   r.B = in_place ? nullptr : values + a_n;
@@ -439,9 +446,6 @@ void launch_dot(Params p, bool redo_only, cudaStream_t st) {
   check(cudaGetLastError(), "dot kernel launch");
 }
 
-// device_kernel_seconds(): this thread's kernel time so far.
-thread_local double kernel_seconds_total = 0.0;
-
 }  // namespace
 
 void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
@@ -498,17 +502,28 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
     check(cudaMemsetAsync(p.step_errors, 0xff, sizeof(unsigned long long), st), "memset");
   }
 
-  cudaEvent_t ev[2];
-  for (auto& e : ev) check(cudaEventCreate(&e), "event");
-  check(cudaEventRecord(ev[0], st), "event");
+  const gpu::KernelTiming timing = gpu::timing_start(st);
   const bool tiled = launch.kernel == 0 && launch_tiled_for(p, st);
   launch_dot(p, tiled, st);
-  check(cudaEventRecord(ev[1], st), "event");
+  gpu::timing_stop(timing, st);
+  // A resident GEMM on the caller's stream with nothing to report (no code checked, no step
+  // errors, no kernel time asked for now) returns without waiting: D is written in stream
+  // order, before whatever the caller queues next there, and the kernel time is read later
+  // (kernel_events.cuh). A fault of the kernels surfaces as CUDA's sticky error at the next
+  // synchronisation (torch's, or the engine's next call). Elsewhere the host waits here: for
+  // D downloaded, the codes' check, the step errors, and host scales uploaded from pageable
+  // memory (CUDA does not promise that such a copy has read them when it returns).
+  const bool host_scales = !launch.scales_on_device && (bufSa || bufSb);  // uploaded above
+  if (g.resident && !res.checked && !p.step_errors && !launch.kernel_seconds && launch.stream &&
+      !host_scales) {
+    gpu::timing_defer(timing);
+    return;
+  }
   unsigned long long first_bad[2] = {a_n, b_n};
-  if (g.resident)
+  if (res.checked)
     check(cudaMemcpyAsync(first_bad, res.bad, sizeof first_bad, cudaMemcpyDeviceToHost, st),
           "download");
-  else
+  if (!g.resident)
     check(cudaMemcpyAsync(g.D, p.g.D, outputs * sizeof(float), cudaMemcpyDeviceToHost, st),
           "download");
   unsigned long long step_errors = ~0ull;
@@ -516,16 +531,11 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
     check(cudaMemcpyAsync(&step_errors, p.step_errors, sizeof step_errors,
                           cudaMemcpyDeviceToHost, st), "download");
   check(cudaStreamSynchronize(st), "kernel");
+  const double seconds = gpu::timing_read(timing);
   if (g.step_errors) *g.step_errors = step_errors == ~0ull ? 0u : unsigned(step_errors % 8);
   if (g.resident) check_resident_codes(g, a_n, b_n, first_bad);
-  float ms = 0;
-  check(cudaEventElapsedTime(&ms, ev[0], ev[1]), "event");
-  for (auto& e : ev) cudaEventDestroy(e);
-  if (launch.kernel_seconds) *launch.kernel_seconds = ms * 1e-3;
-  kernel_seconds_total += ms * 1e-3;
+  if (launch.kernel_seconds) *launch.kernel_seconds = seconds;
 }
-
-double device_kernel_seconds() { return kernel_seconds_total; }
 
 namespace {
 // Sets *bad where some of the n floats at p is not finite.
@@ -544,7 +554,7 @@ __global__ void epilogue_kernel(const DeviceEpilogue e, float* D) {
     if (e.part) v = __fadd_rn(v, e.part[i]);
     if (e.finish) {
       const int m = int(i / unsigned(e.N)), col = int(i % unsigned(e.N));
-      if (e.scales == 1) v = __fmul_rn(v, __fmul_rn(e.sa[0], e.sb[0]));
+      if (e.scales == 1) v = __fmul_rn(v, __fmul_rn(e.sa_value, e.sb_value));
       else if (e.scales == 2) v = __fmul_rn(__fmul_rn(v, e.sb[col]), e.sa[m]);
       if (e.bias) v = __fadd_rn(v, e.bias[col]);
       if (!e.out_fp32) v = float(gpu::quantize_rne(v, e.out_type));
@@ -564,14 +574,25 @@ void run_device_epilogue(const DeviceEpilogue& e, float* D, void* stream, int de
   if (n == 0) return;
   DeviceEpilogue d = e;
   DeviceBuffer bsa, bsb, bbias;
-  if (e.finish && e.scales != 0) {
-    d.sa = upload(e.sa, e.scales == 1 ? 1 : std::size_t(e.M), st, bsa);
-    d.sb = upload(e.sb, e.scales == 1 ? 1 : std::size_t(e.N), st, bsb);
+  // Tensor scales go by value (kernel parameters); row scales and a bias are host arrays
+  // uploaded from pageable memory, and the host waits for the kernel then (as it did for
+  // every epilogue), as without a stream of the caller's.
+  bool uploaded = false;
+  if (e.finish && e.scales == 1) {
+    d.sa_value = e.sa[0];
+    d.sb_value = e.sb[0];
+  } else if (e.finish && e.scales == 2) {
+    d.sa = upload(e.sa, std::size_t(e.M), st, bsa);
+    d.sb = upload(e.sb, std::size_t(e.N), st, bsb);
+    uploaded = true;
   }
-  if (e.finish) d.bias = upload(e.bias, e.bias ? std::size_t(e.N) : 0, st, bbias);
+  if (e.finish && e.bias) {
+    d.bias = upload(e.bias, std::size_t(e.N), st, bbias);
+    uploaded = true;
+  }
   epilogue_kernel<<<gpu::blocks_for(n), 256, 0, st>>>(d, D);
   check(cudaGetLastError(), "epilogue kernel launch");
-  check(cudaStreamSynchronize(st), "epilogue kernel");  // the host arrays' uploads are done
+  if (uploaded || !stream) check(cudaStreamSynchronize(st), "epilogue kernel");
 }
 
 bool device_all_finite(const float* p, std::size_t n, void* stream, int device) {

@@ -57,9 +57,10 @@ __global__ void amax_kernel(const X* x, int T, int K, DeviceScaleGroups g, int p
   }
 }
 
+// scales null: every element's scale is `one` (one scale for the operand, by value).
 template <class X>
-__global__ void encode_kernel(const X* x, int T, int K, const float* scales, int cols, int nc,
-                              const float* tensor_scales, const DeviceEncodeTable* table,
+__global__ void encode_kernel(const X* x, int T, int K, const float* scales, float one, int cols,
+                              int nc, const float* tensor_scales, const DeviceEncodeTable* table,
                               unsigned char* codes, unsigned long long* saturated) {
   static_assert(sizeof(DeviceEncodeTable) % 4 == 0, "copied in 4-byte words");
   __shared__ alignas(8) int words[sizeof(DeviceEncodeTable) / 4];
@@ -75,12 +76,13 @@ __global__ void encode_kernel(const X* x, int T, int K, const float* scales, int
     const std::size_t t = i / K;
     const int k = static_cast<int>(i % K);
     const double s = (tensor_scales ? double(tensor_scales[t]) : 1.0) *
-                     (cols == 0 ? 1.0 : double(scales[t * cols + (cols == 1 ? 0 : k / nc)]));
+                     (cols == 0 ? 1.0 : !scales ? double(one)
+                                 : double(scales[t * cols + (cols == 1 ? 0 : k / nc)]));
     const double v = load(x, i) / s;
     if (fabs(v) > top) ++over;
     codes[i] = table_encode(v, e);
   }
-  if (over) atomicAdd(saturated, over);
+  if (over && saturated) atomicAdd(saturated, over);
 }
 
 }  // namespace
@@ -94,8 +96,7 @@ long long run_device_amax(const void* x, bool x_double, int T, int K, const Devi
   DeviceBuffer buf = gpu::device_alloc((1 + amax_size) * sizeof(unsigned long long), st);
   auto* words = static_cast<unsigned long long*>(buf.get());
   check(cudaMemsetAsync(words + 1, 0, amax_size * sizeof(unsigned long long), st), "memset");
-  const unsigned long long none = n;
-  check(cudaMemcpyAsync(words, &none, sizeof none, cudaMemcpyHostToDevice, st), "upload");
+  check(cudaMemsetAsync(words, 0xff, sizeof(unsigned long long), st), "memset");  // none: >= n
   if (g.cols > 0 && n > 0) {
     const int pieces = (g.width + kPiece - 1) / kPiece;
     const unsigned blocks = blocks_for(std::size_t(T) * g.cols * pieces * 32);
@@ -119,31 +120,48 @@ long long run_device_amax(const void* x, bool x_double, int T, int K, const Devi
 std::size_t run_device_encode(const void* x, bool x_double, int T, int K, const float* scales,
                               int cols, int nc, const float* tensor_scales,
                               const DeviceEncodeTable& table, unsigned char* codes,
-                              const DeviceLaunch& launch) {
+                              const DeviceLaunch& launch, bool count) {
   const gpu::LaunchStream stream(launch);
   const cudaStream_t st = stream.get();
   const std::size_t n = std::size_t(T) * K;
   if (n == 0) return 0;
-  DeviceBuffer keep_table, keep_scales, keep_tensor, keep_count;
-  const DeviceEncodeTable* d_table = gpu::upload(&table, 1, st, keep_table);
-  const float* d_scales = gpu::upload(scales, std::size_t(T) * cols, st, keep_scales);
+  // The table from the device's cached copy (uploaded once per format); one scale for every
+  // row (tensor scaling) by value; other scales uploaded from the host.
+  const auto* d_table = static_cast<const DeviceEncodeTable*>(
+      gpu::cached_constant(&table, sizeof table));
+  const bool one = cols == 1 && !tensor_scales && scales &&
+                   std::all_of(scales, scales + T, [&](float v) {
+                     return std::memcmp(&v, scales, sizeof v) == 0;  // the same bits
+                   });
+  DeviceBuffer keep_scales, keep_tensor, keep_count;
+  const float* d_scales =
+      one ? nullptr : gpu::upload(scales, std::size_t(T) * cols, st, keep_scales);
   const float* d_tensor = gpu::upload(tensor_scales, tensor_scales ? std::size_t(T) : 0, st,
                                       keep_tensor);
-  keep_count = gpu::device_alloc(sizeof(unsigned long long), st);
-  auto* d_count = static_cast<unsigned long long*>(keep_count.get());
-  check(cudaMemsetAsync(d_count, 0, sizeof *d_count, st), "memset");
+  unsigned long long* d_count = nullptr;
+  if (count) {
+    keep_count = gpu::device_alloc(sizeof(unsigned long long), st);
+    d_count = static_cast<unsigned long long*>(keep_count.get());
+    check(cudaMemsetAsync(d_count, 0, sizeof *d_count, st), "memset");
+  }
+  const float one_scale = one ? scales[0] : 1.0f;
   const unsigned blocks = blocks_for(n);
   if (x_double)
-    encode_kernel<<<blocks, 256, 0, st>>>(static_cast<const double*>(x), T, K, d_scales, cols, nc,
-                                          d_tensor, d_table, codes, d_count);
+    encode_kernel<<<blocks, 256, 0, st>>>(static_cast<const double*>(x), T, K, d_scales,
+                                          one_scale, cols, nc, d_tensor, d_table, codes, d_count);
   else
-    encode_kernel<<<blocks, 256, 0, st>>>(static_cast<const float*>(x), T, K, d_scales, cols, nc,
-                                          d_tensor, d_table, codes, d_count);
+    encode_kernel<<<blocks, 256, 0, st>>>(static_cast<const float*>(x), T, K, d_scales,
+                                          one_scale, cols, nc, d_tensor, d_table, codes, d_count);
   check(cudaGetLastError(), "encode kernel launch");
-  unsigned long long count = 0;
-  check(cudaMemcpyAsync(&count, d_count, sizeof count, cudaMemcpyDeviceToHost, st), "download");
+  // Without the count, nothing uploaded from the host and a stream of the caller's: no wait
+  // (the codes are written in stream order, before what the caller queues next there).
+  if (!count && !keep_scales && !keep_tensor && launch.stream) return 0;
+  unsigned long long counted = 0;
+  if (count)
+    check(cudaMemcpyAsync(&counted, d_count, sizeof counted, cudaMemcpyDeviceToHost, st),
+          "download");
   check(cudaStreamSynchronize(st), "encode kernel");
-  return static_cast<std::size_t>(count);
+  return static_cast<std::size_t>(counted);
 }
 
 }  // namespace fp8sim

@@ -260,9 +260,13 @@ def quantize(x: ArrayLike, fmt: str = "e4m3", scaling: str = "tensor", rounding:
     return Quantized(*_core.quantize(a, fmt, scaling, role, tensor_rows, threads))
 
 
-def _quantize_cuda(x, fmt: str, scaling: str, role: str, tensor_rows: int) -> Quantized:
+def _quantize_cuda(x, fmt: str, scaling: str, role: str, tensor_rows: int,
+                   count_saturated: bool = True) -> Quantized:
     """quantize() of a torch CUDA tensor on its device and torch's current stream: codes a
-    uint8 CUDA tensor, scales on the host (the same bits as on the CPU)."""
+    uint8 CUDA tensor, scales on the host (the same bits as on the CPU). count_saturated
+    False (fp8sim.torch's GEMM operands): ``saturated`` is None, not counted, and with one
+    scale for the tensor (or none) the call returns once the scales are known, the codes
+    following in stream order (no wait for them)."""
     import torch
     t = x.detach()
     if t.dtype in (torch.bfloat16, torch.float16):
@@ -272,8 +276,11 @@ def _quantize_cuda(x, fmt: str, scaling: str, role: str, tensor_rows: int) -> Qu
     t = t.contiguous()
     codes = torch.empty(t.shape, dtype=torch.uint8, device=t.device)
     stream = torch.cuda.current_stream(t.device).cuda_stream
-    return Quantized(codes, *_core.quantize_cuda(t, codes, fmt, scaling, role, tensor_rows,
-                                                  stream))
+    q = Quantized(codes, *_core.quantize_cuda(t, codes, fmt, scaling, role, tensor_rows,
+                                               stream, count_saturated))
+    if not count_saturated:
+        q.saturated = None
+    return q
 
 
 def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None,

@@ -10,7 +10,8 @@ import torch
 import fp8sim as _fp8sim
 
 from . import _args
-from ._torch_ops import _timed_gemm, _timed_quantize
+from . import _torch_reuse
+from ._torch_ops import _timed_gemm, _timed_quantize_operand
 from ._torch_plan import _plan_split
 
 # ---- recipes and Float8Linear -------------------------------------------------------------
@@ -82,56 +83,105 @@ def _engine_scaling(name: str) -> str:
     return _fp8sim._core.gemm_scaling(name)
 
 
-def _recipe_mm(g: GemmRecipe, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """A (M x K) times B^T (B: N x K) under recipe g, float32 M x N. An empty product (a
-    batch of 0 rows, or K = 0 in Wgrad of an empty batch) is zeros, as torch.mm gives."""
-    if a.shape[0] == 0 or b.shape[0] == 0 or a.shape[1] == 0:
-        return a.new_zeros((a.shape[0], b.shape[0]), dtype=torch.float32)
-    # Eager CUDA tensors call the library directly: the scales it computes on the host stay
-    # there, where the engine reads them (the ops return them as CUDA tensors, which the GEMM
-    # then copied back: two uploads, two downloads and their waits per GEMM). The same calls
-    # and values otherwise; torch.compile traces the ops.
-    direct = a.is_cuda and not torch.compiler.is_compiling()
-    if direct:
-        qa = _timed_quantize(a, g.a_format, g.a_scaling, role="a")
-        qb = _timed_quantize(b, g.b_format, g.b_scaling, role="b")
-        ca, sa, cb, sb = qa.codes, qa.scales, qb.codes, qb.scales
-    else:
-        ca, sa = torch.ops.fp8sim.quantize(a, g.a_format, g.a_scaling, "a")
-        cb, sb = torch.ops.fp8sim.quantize(b, g.b_format, g.b_scaling, "b")
+def _quantized(x: torch.Tensor, fmt: str, scaling: str, role: str) -> tuple:
+    """x quantised (fmt, scaling, role): (uint8 codes on x's device, scales as a tensor).
+    Eager CUDA tensors call the library directly: the scales it computes on the host stay
+    there, where the engine reads them (the op returns them as CUDA tensors, which the GEMM
+    then copied back: an upload, a download and their waits per operand); torch.compile and
+    CPU tensors go through the op. The same calls and values either way."""
+    if x.is_cuda and not torch.compiler.is_compiling():
+        q = _timed_quantize_operand(x, fmt, scaling, role)
+        return q.codes, torch.from_numpy(q.scales)  # host scales, no copy
+    return torch.ops.fp8sim.quantize(x, fmt, scaling, role)
+
+
+def _recipe_mm(g: GemmRecipe, a: "torch.Tensor | None", b: "torch.Tensor | None",
+               qa: "tuple | None" = None, qb: "tuple | None" = None) -> torch.Tensor:
+    """A (M x K) times B^T (B: N x K) under recipe g, float32 M x N. ``qa`` / ``qb``: the
+    operand already quantised under g (codes, scales; ``_torch_reuse``), its float values
+    then not needed (None). An empty product (a batch of 0 rows, or K = 0 in Wgrad of an
+    empty batch) is zeros, as torch.mm gives."""
+    ra = a if qa is None else qa[0]
+    rb = b if qb is None else qb[0]
+    if ra.shape[0] == 0 or rb.shape[0] == 0 or ra.shape[1] == 0:
+        return ra.new_zeros((ra.shape[0], rb.shape[0]), dtype=torch.float32)
+    ca, sa = _quantized(a, g.a_format, g.a_scaling, "a") if qa is None else qa
+    cb, sb = _quantized(b, g.b_format, g.b_scaling, "b") if qb is None else qb
+    m, n, k = ca.shape[0], cb.shape[0], ca.shape[1]
+    direct = ca.is_cuda and not torch.compiler.is_compiling()
     scaling = _engine_scaling(g.a_scaling)
     split_k = 1
     if g.kernel.startswith("cublaslt"):  # cuBLASLt's split-K for this shape (explain())
-        split_k = _plan_split(a.shape[0], b.shape[0], a.shape[1], "f32",
-                              g.kernel == "cublaslt-fast-accum", scaling, "", "",
-                              str(a.device) if a.is_cuda else "")
+        split_k = _plan_split(m, n, k, "f32", g.kernel == "cublaslt-fast-accum", scaling, "",
+                              "", str(ca.device) if ca.is_cuda else "")
     sa, sb = (sa, sb) if scaling != "none" else (None, None)
     # cuBLASLt's slice alignment, for a split only (given without one, it is refused)
     align = None if split_k == 1 else 512 if scaling == "block" else 128
     if direct:
-        return _timed_gemm(a.shape[0], b.shape[0], a.shape[1], ca, cb, a_format=g.a_format,
-                           b_format=g.b_format, model=g.model, promote_every=g.promote_every,
-                           a_scales=sa, b_scales=sb, scaling=g.a_scaling,
-                           scale_order=g.scale_order, out_type="f32", split_k=split_k,
-                           split_k_align=align)
+        return _timed_gemm(m, n, k, ca, cb, a_format=g.a_format, b_format=g.b_format,
+                           model=g.model, promote_every=g.promote_every, a_scales=sa,
+                           b_scales=sb, scaling=g.a_scaling, scale_order=g.scale_order,
+                           out_type="f32", split_k=split_k, split_k_align=align)
     return torch.ops.fp8sim.gemm(ca, cb, None, sa, sb, g.a_format, g.b_format, g.model,
                                  g.promote_every, g.a_scaling, None, g.scale_order, "f32",
                                  split_k=split_k, split_k_align=align)
 
 
+def _reuse(r: Recipe) -> tuple:
+    """Which quantised operands a step of Float8Linear under r reuses, transposed
+    (``_torch_reuse.reusable``): Fprop's W as Dgrad's W^T, Fprop's X as Wgrad's X^T,
+    Dgrad's dY as Wgrad's dY^T."""
+    f, d, w = r.fprop, r.dgrad, r.wgrad
+    return (_torch_reuse.reusable(f.b_format, f.b_scaling, "b", d.b_format, d.b_scaling, "b"),
+            _torch_reuse.reusable(f.a_format, f.a_scaling, "a", w.b_format, w.b_scaling, "b"),
+            _torch_reuse.reusable(d.a_format, d.a_scaling, "a", w.a_format, w.a_scaling, "a"))
+
+
 class _Float8LinearFunction(torch.autograd.Function):
+    """Y = X W^T, dX = dY W, dW = dY^T X, each under its GEMM's recipe. Operands whose
+    transposed quantisation is their quantisation transposed (``_reuse``) are quantised
+    once: Fprop saves W's (and X's) codes and scales for the backward."""
+
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, r: Recipe) -> torch.Tensor:
-        ctx.save_for_backward(x, weight)
+        g = r.fprop
+        w_again, x_again, _ = _reuse(r)
+        qx = qw = None
+        if x.shape[0] and weight.shape[0] and x.shape[1]:  # else zeros: nothing quantised
+            qx = _quantized(x, g.a_format, g.a_scaling, "a")
+            qw = _quantized(weight, g.b_format, g.b_scaling, "b")
+        y = _recipe_mm(g, x, weight, qx, qw)
+        keep_w, keep_x = qw is not None and w_again, qx is not None and x_again
+        ctx.kept = (keep_w, keep_x)
+        ctx.save_for_backward(x, weight, *(qw if keep_w else ()), *(qx if keep_x else ()))
         ctx.recipe = r
-        return _recipe_mm(r.fprop, x, weight).to(x.dtype)
+        return y.to(x.dtype)
 
     @staticmethod
     def backward(ctx, dy: torch.Tensor):
-        x, weight = ctx.saved_tensors
+        x, weight, *kept = ctx.saved_tensors
         r = ctx.recipe
-        dx = _recipe_mm(r.dgrad, dy, weight.t().contiguous()).to(x.dtype)
-        dw = _recipe_mm(r.wgrad, dy.t().contiguous(), x.t().contiguous()).to(weight.dtype)
+        keep_w, keep_x = ctx.kept
+        qw_t = qx_t = None
+        if keep_w:
+            g = r.dgrad
+            qw_t = _torch_reuse.transposed((kept[0], kept[1]), g.b_format, g.b_scaling, "b",
+                                           lambda: weight.t().contiguous())
+            kept = kept[2:]
+        if keep_x:
+            g = r.wgrad
+            qx_t = _torch_reuse.transposed((kept[0], kept[1]), g.b_format, g.b_scaling, "b",
+                                           lambda: x.t().contiguous())
+        d, w = r.dgrad, r.wgrad
+        qdy = None
+        if _reuse(r)[2] and dy.shape[0] and weight.shape[1] and dy.shape[1]:
+            qdy = _quantized(dy, d.a_format, d.a_scaling, "a")
+        dx = _recipe_mm(d, dy, None if keep_w else weight.t().contiguous(), qdy,
+                        qw_t).to(x.dtype)
+        qdy_t = None if qdy is None else _torch_reuse.transposed(
+            qdy, w.a_format, w.a_scaling, "a", lambda: dy.t().contiguous())
+        dw = _recipe_mm(w, None if qdy_t is not None else dy.t().contiguous(),
+                        None if keep_x else x.t().contiguous(), qdy_t, qx_t).to(weight.dtype)
         return dx, dw, None
 
 

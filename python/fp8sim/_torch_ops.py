@@ -35,10 +35,13 @@ class GemmTime:
     over the calls (every thread's: autograd's backward runs on a thread of its own).
 
     ``kernel_s``: the CUDA engine's GEMM kernels (CUDA events; decoding, copies and set-up
-    excluded; 0 on the CPU). ``gemm_s``: wall time inside the GEMM calls (on the CPU the
-    engine's whole work; on a GPU also the engine's set-up, decoding, copies and its wait for
-    the work queued before it, since it synchronises before returning). ``quantize_s``: wall
-    time inside the quantisations. ``macs``: M * N * K summed over the GEMMs."""
+    excluded; 0 on the CPU), added when the ``timed`` block ends, which waits for those
+    kernels then (a GEMM on CUDA tensors returns without waiting for its kernels where it has
+    nothing to report). ``gemm_s``: wall time inside the GEMM calls (on the CPU the engine's
+    whole work; on a GPU the engine's set-up and launches, and its wait where it synchronises:
+    a code check, host scales). ``quantize_s``: wall time inside the quantisations (on a GPU
+    they wait for the block maxima, from which the host computes the scales). ``macs``: M * N
+    * K summed over the GEMMs."""
     gemm_calls: int = 0
     macs: int = 0
     kernel_s: float = 0.0
@@ -48,6 +51,7 @@ class GemmTime:
 
 
 _timers: list = []  # the active GemmTime objects (timed)
+_unread: dict = {}  # id(GemmTime) -> kernel events of its GEMMs, read when its block ends
 
 
 @contextlib.contextmanager
@@ -68,30 +72,45 @@ def timed(t: Optional[GemmTime] = None) -> Iterator[GemmTime]:
         yield t
     finally:
         _timers.remove(t)
+        # The kernels' time, waiting for them: a CUDA fault of the block's GEMMs surfaces
+        # here at the latest (or at torch's first synchronisation before it).
+        t.kernel_s += sum(e.seconds() for e in _unread.pop(id(t), ()))
 
 
 def _timed_gemm(m: int, n: int, k: int, *args, **kwargs):
-    """``fp8sim.gemm(*args, **kwargs)`` (an m x n x k GEMM), its time added to the timers."""
-    if not _timers:
-        return _fp8sim.gemm(*args, **kwargs)
-    k0, t0 = _fp8sim._core.device_kernel_seconds(), time.perf_counter()
+    """``fp8sim.gemm(*args, **kwargs)`` (an m x n x k GEMM), its time added to the timers:
+    its kernels' events (this thread's, taken without waiting) are read when the timers'
+    blocks end; without timers they go back to the engine unread."""
+    t0 = time.perf_counter()
     d = _fp8sim.gemm(*args, **kwargs)
     dt = time.perf_counter() - t0
-    dk = _fp8sim._core.device_kernel_seconds() - k0  # this thread's kernels in this call
+    events = _fp8sim._core.device_kernel_take()  # this call's kernels (no wait)
     for t in _timers:
         t.gemm_calls += 1
         t.macs += m * n * k
-        t.kernel_s += dk
         t.gemm_s += dt
+        if len(events):
+            _unread.setdefault(id(t), []).append(events)
     return d
 
 
 def _timed_quantize(*args, **kwargs):
     """``fp8sim.quantize(*args, **kwargs)``, its time added to the timers."""
+    return _timed_quantisation(_fp8sim.quantize, *args, **kwargs)
+
+
+def _timed_quantize_operand(x, fmt: str, scaling: str, role: str):
+    """A CUDA tensor quantised for a GEMM (codes and scales; the saturated count not made,
+    so the quantiser need not wait for its codes), its time added to the timers."""
+    return _timed_quantisation(_fp8sim._quantize_cuda, x, fmt, scaling, role, 0,
+                               count_saturated=False)
+
+
+def _timed_quantisation(fn, *args, **kwargs):
     if not _timers:
-        return _fp8sim.quantize(*args, **kwargs)
+        return fn(*args, **kwargs)
     t0 = time.perf_counter()
-    q = _fp8sim.quantize(*args, **kwargs)
+    q = fn(*args, **kwargs)
     dt = time.perf_counter() - t0
     for t in _timers:
         t.quantize_calls += 1

@@ -204,7 +204,8 @@ nb::tuple quantize(const AnyArray& x, const std::string& format, const std::stri
 // device, on `stream`; returns scales_tuple's five.
 nb::tuple quantize_cuda(const CudaArray& x, nb::ndarray<std::uint8_t, nb::device::cuda> codes,
                         const std::string& format, const std::string& scaling,
-                        const std::string& role, int tensor_rows, std::uintptr_t stream) {
+                        const std::string& role, int tensor_rows, std::uintptr_t stream,
+                        bool count_saturated) {
   const FormatSpec f = format_by_name(format);
   const ScalingSpec s = scaling_by_name(scaling);
   const OperandRole r = role_by_name(role);
@@ -227,7 +228,7 @@ nb::tuple quantize_cuda(const CudaArray& x, nb::ndarray<std::uint8_t, nb::device
     nb::gil_scoped_release release;
     q = quantise_resident(s, r, f, int(T), int(K), v.data, v.descr == "<f8",
                           tensor_rows <= 0 ? std::max(int(T), 1) : tensor_rows, codes.data(),
-                          reinterpret_cast<void*>(stream), x.device_id());
+                          reinterpret_cast<void*>(stream), x.device_id(), count_saturated);
   }
   return scales_tuple(s, r, std::move(q), int(T), int(K), tensor_rows);
 }
@@ -275,8 +276,10 @@ void bind_format(nb::module_& m) {
       "tensor scale: nvfp4, mx<Nc>:ue4m3).");
   m.def("quantize_cuda", &quantize_cuda, nb::arg("x"), nb::arg("codes"), nb::arg("fmt"),
         nb::arg("scaling"), nb::arg("role"), nb::arg("tensor_rows"), nb::arg("stream"),
+        nb::arg("count_saturated") = true,
         "quantise_resident: codes written in place on x's CUDA device; returns (scales, gemm "
-        "scaling, block, saturated, tensor scales).");
+        "scaling, block, saturated, tensor scales); count_saturated false: saturated 0, not "
+        "counted, and no wait for the codes where no host array goes to the device.");
 }
 
 }  // namespace fp8sim::py

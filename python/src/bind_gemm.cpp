@@ -305,10 +305,21 @@ void bind_gemm(nb::module_& m) {
   m.def("gemm_scaling", [](const std::string& name) {
     return std::string(to_string(gemm_scaling_of(name)));
   }, nb::arg("name"), "The engine's scaling (none|tensor|row|block|mx) for a gemm scaling name.");
-  m.def("device_kernel_seconds", &device_kernel_seconds,
+  nb::class_<DeviceKernelEvents>(m, "DeviceKernelEvents",
+                                 "GEMM kernel events taken from the calling thread "
+                                 "(device_kernel_take); seconds() waits for those kernels.")
+      .def("seconds", &DeviceKernelEvents::seconds,
+           nb::call_guard<nb::gil_scoped_release>(),
+           "The kernels' time in seconds (waits for them; the same value on later calls).")
+      .def("__len__", &DeviceKernelEvents::size);
+  m.def("device_kernel_take", &device_kernel_take,
+        "The calling thread's GEMM kernel events not read yet (no wait), as a "
+        "DeviceKernelEvents; their time leaves device_kernel_seconds().");
+  m.def("device_kernel_seconds", &device_kernel_seconds, nb::call_guard<nb::gil_scoped_release>(),
         "The CUDA engine's GEMM kernel time on the calling thread so far, in seconds (CUDA "
-        "events around the GEMM kernels; decoding, copies and set-up excluded); 0 in a build "
-        "without CUDA. A caller reads the difference across its own calls.");
+        "events around the GEMM kernels; decoding, copies and set-up excluded; waits for "
+        "the kernels not read yet); 0 in a build without CUDA. A caller reads the difference "
+        "across its own calls.");
 }
 
 }  // namespace fp8sim::py

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace fp8sim {
 
@@ -184,6 +185,7 @@ struct DeviceEpilogue {
   const float* bias = nullptr;  // host: N values, or null
   DeviceFormat out_type;
   bool out_fp32 = true;
+  float sa_value = 1, sb_value = 1;  // set by run_device_epilogue: tensor scales by value
 };
 void run_device_epilogue(const DeviceEpilogue& e, float* D, void* stream = nullptr,
                          int device = -1);
@@ -223,8 +225,41 @@ void device_free(void* p);
 // The CUDA engine's kernel time on the calling thread so far, in seconds (CUDA events around
 // each run_device_gemm's GEMM kernels; resident operands' decoding and host copies not):
 // a benchmark that times a library entry (gemm() with Device::cuda, gemm_resident) reads the
-// kernels' share of it as the difference across the call. 0 in a build without CUDA.
+// kernels' share of it as the difference across the call. 0 in a build without CUDA. A
+// resident GEMM that has nothing to report returns without waiting for its kernels (no
+// synchronisation per call): its events wait on the thread's list, and this waits for them
+// (unless device_kernel_take took them first).
 double device_kernel_seconds();
+
+// The kernel events the calling thread's GEMMs left unread since the last take or
+// device_kernel_seconds(), handed to the caller (no wait): seconds() waits for those
+// kernels and returns their time (once; later calls return it again); the events go back to
+// the engine's pool when this is destroyed. Their time is not in device_kernel_seconds()
+// then. Empty in a build without CUDA (seconds() 0).
+class DeviceKernelEvents {
+ public:
+  DeviceKernelEvents() = default;
+  DeviceKernelEvents(DeviceKernelEvents&& o) noexcept;
+  DeviceKernelEvents& operator=(DeviceKernelEvents&& o) noexcept;
+  DeviceKernelEvents(const DeviceKernelEvents&) = delete;
+  DeviceKernelEvents& operator=(const DeviceKernelEvents&) = delete;
+  ~DeviceKernelEvents();
+  double seconds();
+  std::size_t size() const { return pairs_.size(); }
+
+  struct Pair {
+    void* start;  // cudaEvent_t
+    void* end;
+    int device;
+  };
+
+ private:
+  friend DeviceKernelEvents device_kernel_take();
+  std::vector<Pair> pairs_;
+  double seconds_ = 0;
+  bool settled_ = false;
+};
+DeviceKernelEvents device_kernel_take();
 
 // Peak device memory (bytes) of the current CUDA device since the last call with reset: the
 // high-water mark of the engine's memory pool (its operands, prepared copies, D) plus that of

@@ -7,7 +7,10 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "gemm/device_gemm.hpp"
@@ -320,18 +323,31 @@ void scaled_reference_on_device(const GemmSpec& s, const Operand& A, const Opera
   throw_step_error(s.model, error);
 }
 
+namespace {
+
+// Code -> value table of a format of at most 8 bits (every code; larger codes are reported
+// as bad), made once per format.
+const std::vector<float>& resident_code_table(const FormatSpec& f) {
+  static std::mutex mutex;
+  static std::vector<std::pair<FormatSpec, std::unique_ptr<std::vector<float>>>> tables;
+  const std::lock_guard<std::mutex> lock(mutex);
+  for (const auto& [format, table] : tables)
+    if (format == f) return *table;
+  auto t = std::make_unique<std::vector<float>>(code_count(f));
+  for (std::uint32_t c = 0; c < t->size(); ++c) (*t)[c] = static_cast<float>(decode(f, c));
+  tables.emplace_back(f, std::move(t));
+  return *tables.back().second;
+}
+
+}  // namespace
+
 void resident_on_device(const GemmSpec& s, int M, int N, int ld, int k0, int len, int cols,
                         const std::uint8_t* A, const std::uint8_t* B, const float* C,
                         std::span<const float> sa, std::span<const float> sb, float* D,
                         void* stream, int device, const DeviceLaunch& base) {
   const int K = len;
-  // Code -> value tables (every code of the format; larger codes are reported as bad).
-  auto table = [](const FormatSpec& f) {
-    std::vector<float> t(code_count(f));
-    for (std::uint32_t c = 0; c < t.size(); ++c) t[c] = static_cast<float>(decode(f, c));
-    return t;
-  };
-  const std::vector<float> lut_a = table(s.a_format), lut_b = table(s.b_format);
+  const std::vector<float>& lut_a = resident_code_table(s.a_format);
+  const std::vector<float>& lut_b = resident_code_table(s.b_format);
   const bool group_sums = s.model.block_scale && s.model.group_sum > 1;
   const bool fold = s.model.block_scale && !group_sums;
   DeviceGemm g;

@@ -1,6 +1,6 @@
 // gemm_device_stub: the CUDA GEMM engine's entry points (run_device_gemm, copy_device,
 // run_device_epilogue, device_all_finite, check_scales_on_device, device_malloc, device_free,
-// device_kernel_seconds, device_memory_peak) in a build without CUDA (linked instead of cuda/engine/'s).
+// device_kernel_seconds, device_kernel_take, device_memory_peak) in a build without CUDA (linked instead of cuda/engine/'s).
 #include <stdexcept>
 
 #include "gemm/device_gemm.hpp"
@@ -35,6 +35,12 @@ void* device_malloc(std::size_t, int) {
 void device_free(void*) {}
 
 double device_kernel_seconds() { return 0.0; }
+
+DeviceKernelEvents device_kernel_take() { return {}; }
+DeviceKernelEvents::DeviceKernelEvents(DeviceKernelEvents&&) noexcept = default;
+DeviceKernelEvents& DeviceKernelEvents::operator=(DeviceKernelEvents&&) noexcept = default;
+DeviceKernelEvents::~DeviceKernelEvents() = default;
+double DeviceKernelEvents::seconds() { return 0.0; }
 
 std::size_t device_memory_peak(bool) { return 0; }
 

@@ -71,10 +71,12 @@ long long run_device_amax(const void* x, bool x_double, int T, int K, const Devi
 
 // codes[t*K+k] = the code of x[t*K+k] / s (RNE, saturating) with s = tensor_scales[t] (or 1)
 // times scales[t*cols + k/nc] (cols 1: scales[t]; cols 0: 1), scales and tensor_scales host
-// memory, x and codes device memory. Returns the number of |x / s| above value[n-1].
+// memory, x and codes device memory. Returns the number of |x / s| above value[n-1] (count:
+// counted; else 0, and on launch.stream with one scale for all rows (or none) the call returns
+// without waiting for the kernel: the codes follow in stream order).
 std::size_t run_device_encode(const void* x, bool x_double, int T, int K, const float* scales,
                               int cols, int nc, const float* tensor_scales,
                               const DeviceEncodeTable& table, unsigned char* codes,
-                              const DeviceLaunch& launch = {});
+                              const DeviceLaunch& launch = {}, bool count = true);
 
 }  // namespace fp8sim

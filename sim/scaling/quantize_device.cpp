@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "format/rounding.hpp"
@@ -55,10 +58,27 @@ DeviceEncodeTable device_encode_table(const FormatSpec& f) {
   return t;
 }
 
+namespace {
+
+// device_encode_table once per format (a pure function of it; a few thousand encodes).
+const DeviceEncodeTable& encode_table_of(const FormatSpec& f) {
+  static std::mutex mutex;
+  static std::vector<std::pair<FormatSpec, std::unique_ptr<DeviceEncodeTable>>> tables;
+  const std::lock_guard<std::mutex> lock(mutex);
+  for (const auto& [format, table] : tables)
+    if (format == f) return *table;
+  auto table = std::make_unique<DeviceEncodeTable>(device_encode_table(f));  // may throw
+  tables.emplace_back(f, std::move(table));
+  return *tables.back().second;
+}
+
+}  // namespace
+
 QuantisedOperand quantise_resident(const ScalingSpec& s, OperandRole role, const FormatSpec& f,
                                    int T, int K, const void* x, bool x_double, int tensor_rows,
-                                   std::uint8_t* codes, void* stream, int device) {
-  const DeviceEncodeTable table = device_encode_table(f);
+                                   std::uint8_t* codes, void* stream, int device,
+                                   bool count_saturated) {
+  const DeviceEncodeTable& table = encode_table_of(f);
   const ScaleGroups g = scale_groups(s, role, T, K, tensor_rows);
   const DeviceLaunch launch{0, false, nullptr, stream, device};
   // Without scales, one group over the whole operand still finds the values that are not finite.
@@ -81,7 +101,7 @@ QuantisedOperand quantise_resident(const ScalingSpec& s, OperandRole role, const
   QuantisedOperand q = scales_from_amax(s, f, T, g, amax, tensor_rows);
   q.saturated = run_device_encode(x, x_double, T, K, q.scales.data(), q.scale_cols, s.nc,
                                   q.tensor_scales.empty() ? nullptr : q.tensor_scales.data(),
-                                  table, codes, launch);
+                                  table, codes, launch, count_saturated);
   return q;
 }
 

@@ -19,9 +19,12 @@ DeviceEncodeTable device_encode_table(const FormatSpec& f);
 // (a cudaStream_t; null: the default stream). Returns the scales as quantise_operand does
 // (its operand left empty). Throws std::invalid_argument naming the problem: a format that
 // is unsigned or wider than 8 bits, a value that is not finite, K not a multiple of the
-// block length.
+// block length. count_saturated false: `saturated` is not counted (0), and where no host
+// array goes to the device (one scale for the operand, or none) the call returns once the
+// scales are known, the codes following on `stream` (a stream of the caller's) in order.
 QuantisedOperand quantise_resident(const ScalingSpec& s, OperandRole role, const FormatSpec& f,
                                    int T, int K, const void* x, bool x_double, int tensor_rows,
-                                   std::uint8_t* codes, void* stream = nullptr, int device = -1);
+                                   std::uint8_t* codes, void* stream = nullptr, int device = -1,
+                                   bool count_saturated = true);
 
 }  // namespace fp8sim

@@ -12,7 +12,8 @@ long long run_device_amax(const void*, bool, int, int, const DeviceScaleGroups&,
 }
 
 std::size_t run_device_encode(const void*, bool, int, int, const float*, int, int, const float*,
-                              const DeviceEncodeTable&, unsigned char*, const DeviceLaunch&) {
+                              const DeviceEncodeTable&, unsigned char*, const DeviceLaunch&,
+                              bool) {
   throw std::runtime_error("device cuda: fp8sim was built without CUDA");
 }
 

