@@ -11,7 +11,8 @@
 #   bash experiments/time_train_step.sh test           # this tree's CUDA tests of the change
 #
 # Env: OUT (default gpu-out/train_step), STEPS (20), CONFIGS (fast-accum,deepseek-v3),
-# FP8SIM_DEPS (staged Debian packages, default gpu-work/deps where it exists), PYTHON.
+# FP8SIM_DEPS (staged Debian packages, default gpu-work/deps where it exists), PYTHON,
+# BASE_TGZ (the base revision as a tarball, instead of git archive).
 # Exit status non-zero when a build, a comparison or a test failed.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -41,8 +42,14 @@ build_tree() {  # src build log
 
 case "$phase" in
 build)
-  rm -rf "$base_src" && mkdir -p "$base_src" &&
+  # BASE_TGZ: the base revision's files as a tarball (a GPU box without this repository's
+  # history: git archive REV | gzip > FILE where it has one).
+  rm -rf "$base_src" && mkdir -p "$base_src" || exit 1
+  if [ -n "${BASE_TGZ:-}" ]; then
+    tar -xzf "$BASE_TGZ" -C "$base_src" || { echo "cannot unpack $BASE_TGZ"; exit 1; }
+  else
     git archive "$base_rev" | tar -x -C "$base_src" || { echo "no revision $base_rev"; exit 1; }
+  fi
   build_tree "$base_src" "$root/build-gpu-base" "$out/build-base.log" &
   base_pid=$!
   build_tree "$root" "$root/build-gpu" "$out/build.log" test_gemm_cuda &

@@ -17,7 +17,11 @@ import time
 import warnings
 
 import numpy as np
-import torch
+
+# cuBLAS's deterministic workspace (read when its handle is made): with
+# torch.use_deterministic_algorithms below, a seed gives the same run on a GPU every time.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+import torch  # noqa: E402
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
@@ -211,7 +215,19 @@ def gemm_rows(model: nn.Module, seen: dict, config: str, step: int, seed: int):
 
 # ---- one run ---------------------------------------------------------------------------------
 
+def deterministic(device: str) -> None:
+    """The same run for the same seed on a GPU too: torch's deterministic kernels (embedding
+    and loss gradients without atomics) and attention by its math backend (matmuls and a
+    softmax; the fused backends' gradients sum in no fixed order). The CPU's are already."""
+    torch.use_deterministic_algorithms(True)
+    if device == "cuda":
+        torch.backends.cuda.enable_flash_sdp(False)
+        torch.backends.cuda.enable_mem_efficient_sdp(False)
+        torch.backends.cuda.enable_cudnn_sdp(False)
+
+
 def run(task: str, config: str, seed: int, p: dict, device: str, data, dp: bool) -> dict:
+    deterministic(device)
     torch.manual_seed(seed)
     rank, world = (dist.get_rank(), dist.get_world_size()) if dp else (0, 1)
     if task == "lm":

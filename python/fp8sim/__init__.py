@@ -228,7 +228,7 @@ class Quantized(NamedTuple):
     scales: _np.ndarray
     scaling: str
     block: int
-    saturated: int
+    saturated: Optional[int]  # None: not counted (CUDA operands of fp8sim.torch)
     tensor_scales: Optional[_np.ndarray] = None
 
 
@@ -278,9 +278,7 @@ def _quantize_cuda(x, fmt: str, scaling: str, role: str, tensor_rows: int,
     stream = torch.cuda.current_stream(t.device).cuda_stream
     q = Quantized(codes, *_core.quantize_cuda(t, codes, fmt, scaling, role, tensor_rows,
                                                stream, count_saturated))
-    if not count_saturated:
-        q.saturated = None
-    return q
+    return q if count_saturated else q._replace(saturated=None)
 
 
 def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None,
