@@ -26,7 +26,7 @@ esac
 # 1. Debian packages: the headers the C++ core builds against, plus the test tools.
 pkgs=(cmake ninja-build g++ git libboost-dev libfmt-dev libcli11-dev nlohmann-json3-dev
       libssl-dev python3-venv)
-[ "$profile" = tests ] && pkgs+=(catch2 clang-14 libclang-rt-14-dev ccache)
+[ "$profile" = tests ] && pkgs+=(catch2 clang-14 libclang-rt-14-dev lld ccache)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
