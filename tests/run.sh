@@ -9,7 +9,8 @@
 #      that the fuzzers keep their cores; the fuzzing's time includes that overlap, and this
 #      stage's time is what was left of the build, and the tests);
 #   (1 and 2 compile at -O1 -g1, all instrumented; at -O0 Catch2's runner, and in 1 the CLI's own
-#   files and the experiments' driver, which do little of the tests' work: the CMakeLists.txt)
+#   files, the experiments' driver and the test binaries that mostly run the CLI (DRIVER in
+#   tests/CMakeLists.txt), which do little of the tests' work: the CMakeLists.txt)
 #   3. every ctest test of the plain build (unit, exhaustive, differential, golden, hwdata;
 #      gpu tests are skipped without a GPU) and the notebooks;
 #   4. the documentation site (mkdocs build --strict) and the Python package's tests (pytest,
