@@ -19,7 +19,7 @@ fp8sim_add_test(test_format_codes SOURCES test_format_codes.cpp LABELS "unit;exh
 fp8sim_add_test(test_rounding_boost SOURCES test_rounding_boost.cpp LABELS differential TIMEOUT 600)
 fp8sim_add_test(test_exact SOURCES test_exact.cpp LABELS "unit;differential" TIMEOUT 120)
 fp8sim_add_test(test_rounding_sr SOURCES test_rounding_sr.cpp LABELS unit TIMEOUT 300)
-fp8sim_add_test(test_cli_convert SOURCES test_cli_convert.cpp LABELS unit TIMEOUT 300)
+fp8sim_add_test(test_cli_convert SOURCES test_cli_convert.cpp LABELS unit TIMEOUT 300 DRIVER)
 add_dependencies(test_cli_convert fp8sim)
 
 # ml_dtypes as a third oracle: oracle_ml_dtypes.py drives a helper that dumps fp8sim's codes.
