@@ -4,10 +4,10 @@
 #      hwdata tests (not the exhaustive ones; nine sweeps on a strided subset, named in
 #      tests/sanitized.hpp: stage 3 runs them whole), the fuzz corpora, and a short
 #      coverage-guided run of each fuzz target (FP8SIM_FUZZ_SECONDS each, default 20);
-#   2. ThreadSanitizer (gcc, build-tsan): test_threads, the threaded engine and sweeps (its
-#      build starts beside the last fuzz round when that round leaves a core idle, niced so
-#      that the fuzzers keep their cores; the fuzzing's time includes that overlap, and this
-#      stage's time is what was left of the build, and the tests);
+#   2. ThreadSanitizer (gcc, build-tsan): test_threads, the threaded engine and sweeps, run
+#      last (its build starts beside the last fuzz round when that round leaves a core idle and
+#      goes on beside stages 3 and 4 at nice 19, on the cycles their tests leave idle; this
+#      stage's time is what was left of the build, and the test);
 #   (1 and 2 compile at -O1 -g1, all instrumented; at -O0 Catch2's runner, and in 1 the CLI's own
 #   files, the experiments' driver and the test binaries that mostly run the CLI (DRIVER in
 #   tests/CMakeLists.txt), which do little of the tests' work: the CMakeLists.txt)
@@ -93,13 +93,14 @@ if [ "${FP8SIM_SANITIZERS:-1}" != 0 ]; then
     targets=(npy manifest names values plan_table)
     for ((i = 0; i < ${#targets[@]}; i += jobs)); do
       round=("${targets[@]:i:jobs}")
-      # A round that leaves a core idle: the ThreadSanitizer build starts beside it, at nice 10
-      # (its compilers yield to the fuzzers, which run for a fixed time: a slowed one would test
-      # less); its output is shown once the fuzzing is over, its failure recorded there.
+      # A round that leaves a core idle: the ThreadSanitizer build starts beside it, at nice 19,
+      # and goes on beside ctest, mkdocs and pytest: its compilers take the cycles the tests
+      # leave idle and yield to the rest (the fuzzers run for a fixed time: a slowed one would
+      # test less). Its output is shown, and its test run, after pytest.
       if ((${#round[@]} < jobs)) && [ -z "$tsan_pid" ]; then
         mkdir -p build-tsan
         tsan_start=$SECONDS
-        ( renice -n 10 -p "$BASHPID" > /dev/null || true; tsan_build ) > build-tsan/run.out 2>&1 &
+        ( renice -n 19 -p "$BASHPID" > /dev/null || true; tsan_build ) > build-tsan/run.out 2>&1 &
         tsan_pid=$!
       fi
       pids=()
@@ -114,23 +115,7 @@ if [ "${FP8SIM_SANITIZERS:-1}" != 0 ]; then
         fi
       done
     done
-    if [ -n "$tsan_pid" ]; then
-      tsan_note="its build began $((SECONDS - tsan_start)) s before this stage, beside the last fuzz round"
-    fi
     took "fuzzing (${#targets[@]} targets x $seconds s, $jobs at once${tsan_pid:+, and the ThreadSanitizer build beside the last round})"
-  fi
-  tsan_ok=0
-  if [ -n "$tsan_pid" ]; then
-    wait "$tsan_pid" || tsan_ok=$?
-    cat build-tsan/run.out
-    ((tsan_ok == 0)) || failed+=("ThreadSanitizer build")
-  else
-    tsan_build || tsan_ok=$?
-  fi
-  if ((tsan_ok == 0)); then
-    (cd build-tsan && TSAN_OPTIONS="halt_on_error=1" ctest --output-on-failure -R '^test_threads$') \
-      || failed+=("ThreadSanitizer tests")
-    took "ThreadSanitizer build and tests ($tsan_note)"
   fi
 fi
 
@@ -147,6 +132,24 @@ FP8SIM_CLI="$root/build/sim/fp8sim" FP8SIM_TEST_DATA="$root/tests/data" \
 # pytest's exit 5 ("no tests collected") is not a failure
 if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then failed+=("pytest"); fi
 took "pytest"
+
+# 2. ThreadSanitizer: the rest of its build (begun beside the last fuzz round), then its test.
+if [ "${FP8SIM_SANITIZERS:-1}" != 0 ]; then
+  tsan_ok=0
+  if [ -n "$tsan_pid" ]; then
+    tsan_note="its build began $((SECONDS - tsan_start)) s before this stage, beside the tests"
+    wait "$tsan_pid" || tsan_ok=$?
+    cat build-tsan/run.out
+    ((tsan_ok == 0)) || failed+=("ThreadSanitizer build")
+  else
+    tsan_build || tsan_ok=$?
+  fi
+  if ((tsan_ok == 0)); then
+    (cd build-tsan && TSAN_OPTIONS="halt_on_error=1" ctest --output-on-failure -R '^test_threads$') \
+      || failed+=("ThreadSanitizer tests")
+    took "ThreadSanitizer build and tests ($tsan_note)"
+  fi
+fi
 echo "run: all stages took $((SECONDS - start)) s"
 if ((${#failed[@]})); then
   echo "run: FAILED stages: ${failed[*]}" >&2

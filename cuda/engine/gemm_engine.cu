@@ -300,9 +300,12 @@ void launch_tiled_f32_for(const Params& p, bool rne, cudaStream_t st) {
 // 2026-11-26, 4096^3 mxf8f6f4 kernels: 1.95e12 MAC/s against 1.89e12 with 4 x 4, 1.58e12 with
 // 8 x 4 and 1.13e12 with 4 x 4 at three blocks; the generic double kernel 1.07e12); for
 // M <= 32 where those tiles do not fill the GPU twice, 4 x 2 on 32 x 64 tiles. The output's
-// rounding is read at run time (finish_step), so c's entry is the only mode.
-template <int G, bool RNE>
+// rounding is read at run time (finish_step), so c's entry is the only mode; terms cut toward
+// zero only (every preset's: a custom model that rounds them to nearest keeps the generic
+// double-step kernel, so that the build compiles eight instances, not sixteen).
+template <int G>
 void launch_tiled_split(const Params& p, cudaStream_t st) {
+  constexpr bool RNE = false;
   constexpr int J = gpu::kJoinRz, A = gpu::kAddFp32;
   const bool join = p.g.model.c_entry == 0;
   const long long big_blocks = (p.g.M + 63LL) / 64 * ((p.g.N + 63LL) / 64);
@@ -424,12 +427,12 @@ bool launch_tiled_for(const Params& p, cudaStream_t st) {
     return true;
   }
   if (p.fast == FastPath::f32) return false;
-  // The split float kernel: fraction bits up to 44; folded codes where a scale block holds
-  // whole slabs (one scale a thread's part of a slab row).
-  if (m.frac_bits <= 44 &&
-      !(p.g.fold && p.codes && p.g.scale_block % gpu::kTileBk != 0)) {
-    if (m.group == 32) rne ? launch_tiled_split<32, true>(p, st) : launch_tiled_split<32, false>(p, st);
-    else rne ? launch_tiled_split<16, true>(p, st) : launch_tiled_split<16, false>(p, st);
+  // The split float kernel: fraction bits up to 44, terms cut toward zero; folded codes where
+  // a scale block holds whole slabs (one scale a thread's part of a slab row).
+  const bool whole_slabs = !(p.g.fold && p.codes && p.g.scale_block % gpu::kTileBk != 0);
+  if (m.frac_bits <= 44 && !rne && whole_slabs) {
+    if (m.group == 32) launch_tiled_split<32>(p, st);
+    else launch_tiled_split<16>(p, st);
     return true;
   }
   if (m.group == 32) rne ? launch_tiled_f64<32, true>(p, st) : launch_tiled_f64<32, false>(p, st);

@@ -205,8 +205,8 @@ __device__ __forceinline__ unsigned code_byte(const uint4 (&w)[W], int i) {
 // word). MASKED: codes whose bit of `valid` is clear read as +0 (the table's last entry).
 // Folded block scales (TileOperand::fold): every value times the part's scale s (exact:
 // gemm_resident checks), every exponent moved by its log2, `shift` in both 16-bit halves
-// (s 1 and shift 0 where nothing is folded).
-template <bool MASKED, class E, int STRIDE, int ESTRIDE, int PER>
+// (FOLD false: neither, the codes' values and exponents as they are).
+template <bool MASKED, bool FOLD, class E, int STRIDE, int ESTRIDE, int PER>
 __device__ __forceinline__ void decode_code_row(const uint4 (&w)[PER / 16], unsigned valid,
                                                 const uint2* lut, float s, unsigned shift,
                                                 float* vs, int* ms, E* es, unsigned* bits,
@@ -218,9 +218,9 @@ __device__ __forceinline__ void decode_code_row(const uint4 (&w)[PER / 16], unsi
     if constexpr (MASKED) c = (valid >> i) & 1u ? c : kTileLutEntries - 1;
     const uint2 t = lut[c];
     const int m = static_cast<int>(t.x) >> 31;
-    vs[i * STRIDE] = __uint_as_float(t.x) * s;
+    vs[i * STRIDE] = FOLD ? __uint_as_float(t.x) * s : __uint_as_float(t.x);
     ms[i * STRIDE] = m;
-    es[i * ESTRIDE] = static_cast<E>(__vadd2(t.y, shift));
+    es[i * ESTRIDE] = static_cast<E>(FOLD ? __vadd2(t.y, shift) : t.y);
     sb |= static_cast<unsigned>(m) & (1u << i);
   }
   if constexpr (PER == kTileBk)
@@ -284,19 +284,19 @@ __device__ __forceinline__ void load_code_slab(const TileParams& tp, int m0, int
   if (is_a) {
     constexpr int ST = BM + PAD, EST = BM + 2 * PAD;
     if (valid == ~0u)
-      decode_code_row<false, short, ST, EST, PER>(w, valid, tab, sc, shift, &As[kbeg][r],
-                                                  &Am[kbeg][r], &Ae[kbeg][r], &Abits[r], kbeg);
+      decode_code_row<false, FOLD, short, ST, EST, PER>(
+          w, valid, tab, sc, shift, &As[kbeg][r], &Am[kbeg][r], &Ae[kbeg][r], &Abits[r], kbeg);
     else
-      decode_code_row<true, short, ST, EST, PER>(w, valid, tab, sc, shift, &As[kbeg][r],
-                                                 &Am[kbeg][r], &Ae[kbeg][r], &Abits[r], kbeg);
+      decode_code_row<true, FOLD, short, ST, EST, PER>(
+          w, valid, tab, sc, shift, &As[kbeg][r], &Am[kbeg][r], &Ae[kbeg][r], &Abits[r], kbeg);
   } else {
     constexpr int ST = BN + PAD;
     if (valid == ~0u)
-      decode_code_row<false, unsigned, ST, ST, PER>(w, valid, tab, sc, shift, &Bs[kbeg][r],
-                                                    &Bm[kbeg][r], &Be[kbeg][r], &Bbits[r], kbeg);
+      decode_code_row<false, FOLD, unsigned, ST, ST, PER>(
+          w, valid, tab, sc, shift, &Bs[kbeg][r], &Bm[kbeg][r], &Be[kbeg][r], &Bbits[r], kbeg);
     else
-      decode_code_row<true, unsigned, ST, ST, PER>(w, valid, tab, sc, shift, &Bs[kbeg][r],
-                                                   &Bm[kbeg][r], &Be[kbeg][r], &Bbits[r], kbeg);
+      decode_code_row<true, FOLD, unsigned, ST, ST, PER>(
+          w, valid, tab, sc, shift, &Bs[kbeg][r], &Bm[kbeg][r], &Be[kbeg][r], &Bbits[r], kbeg);
   }
 }
 

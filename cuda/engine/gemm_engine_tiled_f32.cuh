@@ -70,8 +70,8 @@ __device__ __forceinline__ float split_step_output(const Params& p, unsigned sum
   const int E = static_cast<int>(magic >> 23) - 127 - 23 - ks;
   if (join && c != 0.0f) {
     const double mg = Magic<double>::pow2(E + 52);
-    const long long nc =
-        __double_as_longlong(Magic<double>::cut(fabs(double(c)), mg, RNE)) - __double_as_longlong(mg);
+    const double tc = Magic<double>::cut(fabs(double(c)), mg, RNE);
+    const long long nc = __double_as_longlong(tc) - __double_as_longlong(mg);
     S += c < 0.0f ? -nc : nc;
   }
   float r = __double2float_rn(finish_step(p, __ll2double_rn(S) * Magic<double>::pow2(E)));
