@@ -2,10 +2,11 @@
 //
 // Path choice, from the model's data and the host's step (DeviceGemm::fast_step, decided by
 // sim/gemm/gemm_path.cpp's choose_gemm_path for both engines):
-//   tiled_gemm_f32  float steps (gemm_engine_tiled_f32.cuh) and
-//   tiled_gemm      double steps (gemm_engine_tiled.cuh), for models with c join, or c add
-//                   with an fp32 output, an e8mX output rounded rz/rne and a step of 16 or 32
-//                   products (no zero exponent that matters);
+//   tiled_gemm_f32  float steps and double steps of up to 25 fraction bits cut toward zero
+//                   (gemm_engine_tiled_f32.cuh), and
+//   tiled_gemm      the other double steps (gemm_engine_tiled.cuh); both for models with c
+//                   join, or c add with an fp32 output, an e8mX output rounded rz/rne and a
+//                   step of 16 or 32 products (no zero exponent that matters);
 //   tiled_group_sums  the FP4 block-scaled step on group sums (gemm_engine_tiled_gs.cuh:
 //                   kind::mxf4, kind::mxf4nvf4) on operands of small integers (e2m1);
 //   K-parallel    any of the three tiled kernels, when its grid is too small to fill the GPU
@@ -174,7 +175,7 @@ struct TileF64 { static constexpr int BM = 64, BN = 64, BK = 32, TM = 4, TN = 4;
 
 // The float kernel: both operands prepared (transposed, padded, exponents, sign bits) once
 // per GEMM, then the tiles. The prepared copies live on the stream until the kernel is done.
-template <int G, bool RNE, int MODE, int TM, int TN, int BM, int BN, int MINB, bool SPLIT = false>
+template <int G, bool RNE, int MODE, int TM, int TN, int BM, int BN, int MINB, bool WIDE = false>
 void launch_f32_shape(const Params& p, cudaStream_t st) {
   gpu::TileParams tp;
   tp.p = p;
@@ -238,7 +239,7 @@ void launch_f32_shape(const Params& p, cudaStream_t st) {
     tp.ta = {av, ae, ab, mp, kp};
     tp.tb = {bv, be, bb, np, kp};
   }
-  auto kernel = gpu::tiled_gemm_f32<G, RNE, MODE, TM, TN, BM, BN, MINB, SPLIT>;
+  auto kernel = gpu::tiled_gemm_f32<G, RNE, MODE, TM, TN, BM, BN, MINB, WIDE>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              gpu::tiled_f32_smem_bytes(BM, BN, TM, TN) + gpu::kTileLutBytes),
         "shared memory limit");
@@ -294,26 +295,27 @@ void launch_tiled_f32_for(const Params& p, bool rne, cudaStream_t st) {
   }
 }
 
-// Double steps of at most 44 fraction bits on the float kernel, each product's cut split in
-// two float parts (SPLIT: gemm_engine_tiled_f32.cuh), the step's sum joined in int64: 8 x 2
-// outputs a thread on 64 x 64 tiles, two blocks an SM (four registers an output; H100,
-// 2026-11-26, 4096^3 mxf8f6f4 kernels: 1.95e12 MAC/s against 1.89e12 with 4 x 4, 1.58e12 with
-// 8 x 4 and 1.13e12 with 4 x 4 at three blocks; the generic double kernel 1.07e12); for
-// M <= 32 where those tiles do not fill the GPU twice, 4 x 2 on 32 x 64 tiles. The output's
-// rounding is read at run time (finish_step), so c's entry is the only mode; terms cut toward
-// zero only (every preset's: a custom model that rounds them to nearest keeps the generic
-// double-step kernel, so that the build compiles eight instances, not sixteen).
+// Double steps of at most 25 fraction bits (26 in steps of 16) on the float kernel, each
+// product cut by one DFMA (WIDE: gemm_engine_tiled_f32.cuh): 8 x 2 outputs a thread on 64 x 64
+// tiles, two blocks an SM (four registers an output; H100, 2026-11-26, 4096^3: mxf8f6f4 2.22e12
+// MAC/s, blackwell-fp8 2.43e12, hopper-mma-f16 1.80e12 in kernels; each product's cut split
+// into two FFMAs instead, 1.95e12, 2.12e12 and 1.59e12; the generic double kernel 1.07e12 for
+// mxf8f6f4); for M <= 32 where those tiles do not fill the GPU twice, 4 x 2 on 32 x 64 tiles.
+// The output's rounding is read at run time (finish_step), so c's entry is the only mode;
+// terms cut toward zero only (every preset's: a custom model that rounds them to nearest, or
+// has more fraction bits, keeps the generic double-step kernel; eight instances, not sixteen).
 template <int G>
-void launch_tiled_split(const Params& p, cudaStream_t st) {
+void launch_tiled_wide(const Params& p, cudaStream_t st) {
+  constexpr bool W = true;
   constexpr bool RNE = false;
   constexpr int J = gpu::kJoinRz, A = gpu::kAddFp32;
   const bool join = p.g.model.c_entry == 0;
   const long long big_blocks = (p.g.M + 63LL) / 64 * ((p.g.N + 63LL) / 64);
   if (p.g.M <= 32 && big_blocks < 2LL * 2 * gpu::sm_count())
-    return join ? launch_f32_shape<G, RNE, J, 4, 2, 32, 64, 3, true>(p, st)
-                : launch_f32_shape<G, RNE, A, 4, 2, 32, 64, 3, true>(p, st);
-  join ? launch_f32_shape<G, RNE, J, 8, 2, 64, 64, 2, true>(p, st)
-       : launch_f32_shape<G, RNE, A, 8, 2, 64, 64, 2, true>(p, st);
+    return join ? launch_f32_shape<G, RNE, J, 4, 2, 32, 64, 3, W>(p, st)
+                : launch_f32_shape<G, RNE, A, 4, 2, 32, 64, 3, W>(p, st);
+  join ? launch_f32_shape<G, RNE, J, 8, 2, 64, 64, 2, W>(p, st)
+       : launch_f32_shape<G, RNE, A, 8, 2, 64, 64, 2, W>(p, st);
 }
 
 template <int G, bool RNE, bool CODES>
@@ -427,12 +429,13 @@ bool launch_tiled_for(const Params& p, cudaStream_t st) {
     return true;
   }
   if (p.fast == FastPath::f32) return false;
-  // The split float kernel: fraction bits up to 44, terms cut toward zero; folded codes where
-  // a scale block holds whole slabs (one scale a thread's part of a slab row).
+  // The float kernel's double step (WIDE): a step's 16 even or odd cut products, each below
+  // 2^(frac + 2), fit int32; terms cut toward zero; folded codes where a scale block holds
+  // whole slabs (one scale a thread's part of a slab row).
   const bool whole_slabs = !(p.g.fold && p.codes && p.g.scale_block % gpu::kTileBk != 0);
-  if (m.frac_bits <= 44 && !rne && whole_slabs) {
-    if (m.group == 32) launch_tiled_split<32>(p, st);
-    else launch_tiled_split<16>(p, st);
+  if (m.frac_bits + 2 + (m.group == 32 ? 4 : 3) <= 31 && !rne && whole_slabs) {
+    if (m.group == 32) launch_tiled_wide<32>(p, st);
+    else launch_tiled_wide<16>(p, st);
     return true;
   }
   if (m.group == 32) rne ? launch_tiled_f64<32, true>(p, st) : launch_tiled_f64<32, false>(p, st);

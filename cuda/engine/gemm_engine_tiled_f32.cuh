@@ -1,7 +1,8 @@
-// gemm_engine_tiled_f32: the tiled GEMM kernel for float steps (DeviceStep::f32): each thread
-// computes a TM x TN register tile of outputs, one fused step of G products at a time, bit
-// for bit as gemm_engine_step.cuh's fast_step<float>, in half the instructions of the generic
-// tiled kernel (gemm_engine_tiled.cuh, which keeps the double steps): 5.1 against 9.5 thread
+// gemm_engine_tiled_f32: the tiled GEMM kernel for float steps (DeviceStep::f32; and narrow
+// double steps, WIDE below): each thread computes a TM x TN register tile of outputs, one
+// fused step of G products at a time, bit for bit as gemm_engine_step.cuh's fast_step, in
+// half the instructions of the generic tiled kernel (gemm_engine_tiled.cuh, which keeps the
+// wider double steps): 5.1 against 9.5 thread
 // instructions an emulated MAC for hopper-wgmma (ncu, H100, 4096x4096x2048, 2026-11-25).
 //
 // Why it is cheaper (per product, in SASS):
@@ -22,11 +23,13 @@
 // resident codes (Params::codes), read in place: each thread decodes one row's 32 codes of
 // the slab through a shared-memory table of the code's value and exponent (load_code_slab),
 // so that no prepared copy exists.
-// SPLIT (double steps, DeviceStep::f64, of at most 44 fraction bits: Blackwell's FP8 and MX
-// steps, Hopper's and Ampere's HMMA): a cut magnitude n needs up to frac + 2 > 23 bits, so
-// each product takes two FFMAs, the hi part n_hi on the grid 2^(E + ks) (ks = frac - 21)
-// and the rest below it on 2^E (split_step_output), two int32 sums, joined in int64 at the
-// step's end; block scales folded into resident codes are applied as a slab is decoded.
+// WIDE (double steps, DeviceStep::f64, of at most 25 fraction bits (26 in steps of 16):
+// Blackwell's FP8 and MX steps, Hopper's and Ampere's HMMA): a cut magnitude n needs up to
+// frac + 2 > 23 bits, so each product is one DFMA.RZ |a| |b| + 2^(E + 52) (the operands
+// converted to double as a thread loads them), whose low word is n; the even and the odd
+// products summed in two int32 words, joined in int64 at the step's end and rounded once in a
+// double (wide_step_output); block scales folded into resident codes are applied as a slab is
+// decoded.
 // Outputs it cannot finish exactly (an Inf or NaN operand or C, grids outside float's range)
 // get kRedoBits and are redone by the per-output kernel, as with the generic tiled kernel.
 // K-parallel (Params::chunks set, gemm_engine_kpar.cuh): a block runs the chunks of slice
@@ -51,23 +54,14 @@ __device__ __forceinline__ int c_tile_exponent(float c) {
 // an fp32 output (c_entry add with out_fp32_model: the step's output needs no rounding).
 enum TileMode : int { kJoinRz = 0, kJoinRne = 1, kAddFp32 = 2 };
 
-// The end of a split step (tiled_gemm_f32's SPLIT: fraction bits 21 to 44, double steps
-// on the host's side, DeviceStep::f64): the signed sums of the hi parts (units of
-// 2^(E + ks), magic the bits of 2^(E + ks + 23)) and of the lo parts (units of 2^E, magic
-// 2^(E + 23)) recovered as in the float step (|S_hi| < G 2^23, |S_lo| <= G 2^ks), joined
+// The end of a wide step (tiled_gemm_f32's WIDE: double steps on the host's side,
+// DeviceStep::f64): the products' signed sum S in units of the grid 2^E (|S| < 2^52), joined
 // exactly in int64 with c's term (a join: |c| < 2^(E + 45) cut to 2^E in a double), the
-// step's sum S 2^E exact in a double (|S| < 2^52) and rounded once by finish_step; c added
-// after (join false). An output that is not finite is redone.
+// step's sum S 2^E exact in a double and rounded once by finish_step; c added after (join
+// false). An output that is not finite is redone.
 template <bool RNE>
-__device__ __forceinline__ float split_step_output(const Params& p, unsigned sum_hi,
-                                                   unsigned sum_lo, unsigned magic, unsigned q,
-                                                   int G, int ks, bool join, float c,
-                                                   unsigned& redo, int bit) {
-  const unsigned d = 2 * q - static_cast<unsigned>(G);
-  const int s_hi = static_cast<int>(sum_hi + magic * d + q);
-  const int s_lo = static_cast<int>(sum_lo + (magic - (static_cast<unsigned>(ks) << 23)) * d + q);
-  long long S = static_cast<long long>(s_hi) * (1LL << ks) + s_lo;
-  const int E = static_cast<int>(magic >> 23) - 127 - 23 - ks;
+__device__ __forceinline__ float wide_step_output(const Params& p, long long S, int E, bool join,
+                                                  float c, unsigned& redo, int bit) {
   if (join && c != 0.0f) {
     const double mg = Magic<double>::pow2(E + 52);
     const double tc = Magic<double>::cut(fabs(double(c)), mg, RNE);
@@ -84,7 +78,7 @@ __device__ __forceinline__ float split_step_output(const Params& p, unsigned sum
 }
 
 template <int G, bool RNE, int MODE, int TM, int TN, int BM, int BN, int MIN_BLOCKS,
-          bool SPLIT = false>
+          bool WIDE = false>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
     tiled_gemm_f32(const TileParams tp) {
   constexpr int BK = kTileBk, PAD = kTilePad, TX = BN / TN, NT = (BM / TM) * TX;
@@ -111,8 +105,6 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
   const int M = g.M, N = g.N, K = g.K;
   const int chunk = g.promote_every == 0 ? K : g.promote_every;
   const int frac = g.model.frac_bits;
-  // SPLIT: the hi grid 2^(E + ks), coarse enough that every product's cut fits 23 bits.
-  const int ks = SPLIT ? max(frac - 21, 1) : 0;
   // The output's rounding clears the low `drop` bits of the float sum (e8mX, X = 23 - drop).
   const int drop = p.out_drop - 29;  // 0 (an fp32 output) .. 23
   const unsigned low = (1u << drop) - 1u, odd_bit = drop > 0 ? 1u : 0u;
@@ -142,7 +134,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
   for (int k0 = kr.begin; k0 < kr.end; k0 += BK) {
     // 0. The slab: values, sign masks (all-ones for a negative value), exponents, sign bits.
     if (codes) {
-      load_code_slab<BM, BN, NT, PAD, SPLIT>(tp, m0, n0, k0, lut, As, Am, Ae, Abits, Bs, Bm, Be,
+      load_code_slab<BM, BN, NT, PAD, WIDE>(tp, m0, n0, k0, lut, As, Am, Ae, Abits, Bs, Bm, Be,
                                               Bbits);
     } else {
       load_tile_slab<BM, NT, false, PAD>(tp.ta, m0, k0, As, Am, Ae, Abits);
@@ -176,7 +168,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
       }
       // The grid 2^E of each output (E = 0 where nothing aligns: every term is then zero),
       // as the bits of the magic constant 2^(E + 23).
-      unsigned magic[TM][TN], cbase[TM][TN];
+      unsigned magic[TM][TN];
+      double mgd[TM][TN];  // WIDE: 2^(E + 52)
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -186,26 +179,23 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
           const int E = e < kZeroExponent + 400 ? 0 : e - frac;
           // A grid outside float's range (rare: a huge C, Inf or NaN operands) sends all of
           // this thread's outputs to the per-output kernel (one predicate, no per-output bit).
-          grid_bad = grid_bad || !grid_ok<float>(E) || (SPLIT && !grid_ok<float>(E + ks));
+          grid_bad = grid_bad || !grid_ok<float>(E);
           // Through an opaque move: the compiler would otherwise keep E and rebuild the
           // constant from it inside the products' loop (one more ALU op a product).
-          const unsigned mg = static_cast<unsigned>(E + ks + 23 + 127) << 23;
+          const unsigned mg = static_cast<unsigned>(E + 23 + 127) << 23;
           asm("mov.b32 %0, %1;" : "=r"(magic[i][j]) : "r"(mg));
-          if constexpr (SPLIT) {  // bits of 2^(E + ks + 23) + 2^(E + 23), exact (ks <= 23)
-            const unsigned cb = mg + (1u << (23 - ks));
-            asm("mov.b32 %0, %1;" : "=r"(cbase[i][j]) : "r"(cb));
-          }
+          if constexpr (WIDE) mgd[i][j] = Magic<double>::pow2(E + 52);
         }
       // 2. Every term's magnitude cut to its output's grid; the signed terms summed in int32,
       //    from c's term (a join: c cut to the grid, in units of it, signed; after this the
       //    products' pass needs no register for c).
-      unsigned sum[TM][TN], sum_lo[TM][TN];
+      unsigned sum[TM][TN], sum_lo[TM][TN];  // sum_lo: WIDE's odd products
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
           sum_lo[i][j] = 0;
-          if constexpr (JOIN && !SPLIT) {  // SPLIT: c's term at the step's end, in int64
+          if constexpr (JOIN && !WIDE) {  // WIDE: c's term at the step's end, in int64
             const float c = acc[i][j], mg = __uint_as_float(magic[i][j]);
             const unsigned tc = __float_as_uint(RNE ? __fadd_rn(fabsf(c), mg)
                                                     : __fadd_rz(fabsf(c), mg));
@@ -215,8 +205,39 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
             sum[i][j] = 0;
           }
         }
+      // WIDE: each product cut by one DFMA, |a| |b| + 2^(E + 52) rounded toward zero, whose
+      // low word is n (< 2^(frac + 2) <= 2^27, the launch's condition); even and odd products
+      // summed apart (16 terms of less than 2^27 each fit int32).
+      auto dfma_terms = [&](int kk, unsigned (&into)[TM][TN]) {
+        float a[TM], b[TN];
+        unsigned sa[TM], sb[TN];
+        load_words(a, &As[s + kk][ty * TM]);
+        load_words(sa, reinterpret_cast<const unsigned*>(&Am[s + kk][ty * TM]));
+        load_words(b, &Bs[s + kk][tx * TN]);
+        load_words(sb, reinterpret_cast<const unsigned*>(&Bm[s + kk][tx * TN]));
+        double da[TM], db[TN];
+#pragma unroll
+        for (int i = 0; i < TM; ++i) da[i] = fabs(double(a[i]));
+#pragma unroll
+        for (int j = 0; j < TN; ++j) db[j] = fabs(double(b[j]));
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+          for (int j = 0; j < TN; ++j) {
+            const double t = __fma_rz(da[i], db[j], mgd[i][j]);
+            into[i][j] = (static_cast<unsigned>(__double2loint(t)) ^ sa[i] ^ sb[j]) * tp.one +
+                         into[i][j];
+          }
+      };
+      if constexpr (WIDE) {
+#pragma unroll 1
+        for (int kk = 0; kk < G; kk += 2) {
+          dfma_terms(kk, sum);
+          dfma_terms(kk + 1, sum_lo);
+        }
+      }
 #pragma unroll 2
-      for (int kk = 0; kk < G; ++kk) {
+      for (int kk = 0; kk < (WIDE ? 0 : G); ++kk) {
         float a[TM], b[TN];
         unsigned sa[TM], sb[TN];
         load_words(a, &As[s + kk][ty * TM]);
@@ -228,18 +249,6 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
 #pragma unroll
           for (int j = 0; j < TN; ++j) {
             const float mg = __uint_as_float(magic[i][j]);
-            if constexpr (SPLIT) {
-              // n = 2^ks n_hi + n_lo: n_hi = floor(|ab| / 2^(E+ks)) from one FFMA.RZ onto the
-              // hi grid; c' = 2^(E+23) - n_hi 2^(E+ks), exact (23 bits); then |ab| + c' =
-              // 2^(E+23) + r, r the part below the hi grid, cut to 2^E in one rounding.
-              const float th = __fmaf_rz(fabsf(a[i]), fabsf(b[j]), mg);
-              const float cp = __fsub_rn(__uint_as_float(cbase[i][j]), th);
-              const float tl = RNE ? __fmaf_rn(fabsf(a[i]), fabsf(b[j]), cp)
-                                   : __fmaf_rz(fabsf(a[i]), fabsf(b[j]), cp);
-              sum[i][j] = (__float_as_uint(th) ^ sa[i] ^ sb[j]) * tp.one + sum[i][j];
-              sum_lo[i][j] += __float_as_uint(tl) ^ sa[i] ^ sb[j];
-              continue;
-            }
             const float t = RNE ? __fmaf_rn(fabsf(a[i]), fabsf(b[j]), mg)
                                 : __fmaf_rz(fabsf(a[i]), fabsf(b[j]), mg);
             // The sum on the FMA pipe (IMAD by a 1 the compiler cannot fold): the ALU pipe
@@ -265,9 +274,11 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
           const unsigned q = __popc((abits[i] ^ bbits[j]) & step_bits);
-          if constexpr (SPLIT) {
-            acc[i][j] = split_step_output<RNE>(p, sum[i][j], sum_lo[i][j], magic[i][j], q, G,
-                                               ks, JOIN, acc[i][j], redo, i * TN + j);
+          if constexpr (WIDE) {  // the even and odd sums, and the negative terms' -1s
+            const long long S = static_cast<long long>(static_cast<int>(sum[i][j])) +
+                                static_cast<int>(sum_lo[i][j]) + q;
+            const int E = (__double2hiint(mgd[i][j]) >> 20) - 1023 - 52;
+            acc[i][j] = wide_step_output<RNE>(p, S, E, JOIN, acc[i][j], redo, i * TN + j);
             continue;
           }
           const int S = static_cast<int>(sum[i][j] + magic[i][j] * (2 * q - G) + q);
