@@ -2,8 +2,8 @@
 // double steps, WIDE below): each thread computes a TM x TN register tile of outputs, one
 // fused step of G products at a time, bit for bit as gemm_engine_step.cuh's fast_step, in
 // half the instructions of the generic tiled kernel (gemm_engine_tiled.cuh, which keeps the
-// wider double steps): 5.1 against 9.5 thread
-// instructions an emulated MAC for hopper-wgmma (ncu, H100, 4096x4096x2048, 2026-11-25).
+// wider double steps): 5.1 against 9.5 thread instructions an emulated MAC for hopper-wgmma
+// (ncu, H100, 4096x4096x2048, 2026-11-25).
 //
 // Why it is cheaper (per product, in SASS):
 //   exponents  one VIADDMNMX.S16x2 for two outputs: max(ea + eb, em) on 16-bit halves (the
@@ -55,8 +55,8 @@ __device__ __forceinline__ int c_tile_exponent(float c) {
 enum TileMode : int { kJoinRz = 0, kJoinRne = 1, kAddFp32 = 2 };
 
 // The end of a wide step (tiled_gemm_f32's WIDE: double steps on the host's side,
-// DeviceStep::f64): the products' signed sum S in units of the grid 2^E (|S| < 2^52), joined
-// exactly in int64 with c's term (a join: |c| < 2^(E + 45) cut to 2^E in a double), the
+// DeviceStep::f64): the products' signed sum S in units of the grid 2^E (|S| < 2^34), joined
+// exactly in int64 with c's term (a join: |c| < 2^(E + frac + 1) cut to 2^E in a double), the
 // step's sum S 2^E exact in a double and rounded once by finish_step; c added after (join
 // false). An output that is not finite is redone.
 template <bool RNE>
@@ -206,8 +206,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
           }
         }
       // WIDE: each product cut by one DFMA, |a| |b| + 2^(E + 52) rounded toward zero, whose
-      // low word is n (< 2^(frac + 2) <= 2^27, the launch's condition); even and odd products
-      // summed apart (16 terms of less than 2^27 each fit int32).
+      // low word is n < 2^(frac + 2); even and odd products summed apart (the launch keeps
+      // frac small enough that G / 2 of them fit int32).
       auto dfma_terms = [&](int kk, unsigned (&into)[TM][TN]) {
         float a[TM], b[TN];
         unsigned sa[TM], sb[TN];
