@@ -130,13 +130,18 @@ __device__ inline bool exact_group_sum(const R a, const R b, int i, int end, dou
     return true;
   }
   sum = 0.0;
+  // Product j as m * 2^e; false where it is zero.
+  const auto product_parts = [&](int j, long long& m, int& e) {
+    const double p = double(a[j]) * double(b[j]);
+    if (p == 0.0) return false;
+    split_double(p, m, e);
+    return true;
+  };
   int lo = 1 << 20, hi = -(1 << 20);
   for (int j = i; j < end; ++j) {
-    const double p = double(a[j]) * double(b[j]);
-    if (p == 0.0) continue;
     long long m;
     int e;
-    split_double(p, m, e);
+    if (!product_parts(j, m, e)) continue;
     lo = min(lo, e);
     hi = max(hi, e);
   }
@@ -144,11 +149,9 @@ __device__ inline bool exact_group_sum(const R a, const R b, int i, int end, dou
   if (hi - lo + 53 + carry <= 126) {
     i128 s = 0;
     for (int j = i; j < end; ++j) {
-      const double p = double(a[j]) * double(b[j]);
-      if (p == 0.0) continue;
       long long m;
       int e;
-      split_double(p, m, e);
+      if (!product_parts(j, m, e)) continue;
       const i128 t = static_cast<i128>(static_cast<u128>(m < 0 ? -m : m) << (e - lo));
       s += m < 0 ? -t : t;
     }

@@ -205,16 +205,21 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
             sum[i][j] = 0;
           }
         }
+      // The thread's operands of product kk of the step: values and sign masks.
+      auto load_operands = [&](int kk, float (&a)[TM], unsigned (&sa)[TM], float (&b)[TN],
+                               unsigned (&sb)[TN]) {
+        load_words(a, &As[s + kk][ty * TM]);
+        load_words(sa, reinterpret_cast<const unsigned*>(&Am[s + kk][ty * TM]));
+        load_words(b, &Bs[s + kk][tx * TN]);
+        load_words(sb, reinterpret_cast<const unsigned*>(&Bm[s + kk][tx * TN]));
+      };
       // WIDE: each product cut by one DFMA, |a| |b| + 2^(E + 52) rounded toward zero, whose
       // low word is n < 2^(frac + 2); even and odd products summed apart (the launch keeps
       // frac small enough that G / 2 of them fit int32).
       auto dfma_terms = [&](int kk, unsigned (&into)[TM][TN]) {
         float a[TM], b[TN];
         unsigned sa[TM], sb[TN];
-        load_words(a, &As[s + kk][ty * TM]);
-        load_words(sa, reinterpret_cast<const unsigned*>(&Am[s + kk][ty * TM]));
-        load_words(b, &Bs[s + kk][tx * TN]);
-        load_words(sb, reinterpret_cast<const unsigned*>(&Bm[s + kk][tx * TN]));
+        load_operands(kk, a, sa, b, sb);
         double da[TM], db[TN];
 #pragma unroll
         for (int i = 0; i < TM; ++i) da[i] = fabs(double(a[i]));
@@ -235,27 +240,25 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
           dfma_terms(kk, sum);
           dfma_terms(kk + 1, sum_lo);
         }
-      }
+      } else {
 #pragma unroll 2
-      for (int kk = 0; kk < (WIDE ? 0 : G); ++kk) {
-        float a[TM], b[TN];
-        unsigned sa[TM], sb[TN];
-        load_words(a, &As[s + kk][ty * TM]);
-        load_words(sa, reinterpret_cast<const unsigned*>(&Am[s + kk][ty * TM]));
-        load_words(b, &Bs[s + kk][tx * TN]);
-        load_words(sb, reinterpret_cast<const unsigned*>(&Bm[s + kk][tx * TN]));
+        for (int kk = 0; kk < G; ++kk) {
+          float a[TM], b[TN];
+          unsigned sa[TM], sb[TN];
+          load_operands(kk, a, sa, b, sb);
 #pragma unroll
-        for (int i = 0; i < TM; ++i)
+          for (int i = 0; i < TM; ++i)
 #pragma unroll
-          for (int j = 0; j < TN; ++j) {
-            const float mg = __uint_as_float(magic[i][j]);
-            const float t = RNE ? __fmaf_rn(fabsf(a[i]), fabsf(b[j]), mg)
-                                : __fmaf_rz(fabsf(a[i]), fabsf(b[j]), mg);
-            // The sum on the FMA pipe (IMAD by a 1 the compiler cannot fold): the ALU pipe
-            // takes the LOP3, the exponent pass and most of the rest, and is the busiest
-            // (ncu, H100: 61% of its peak against 22% for the FMA pipe).
-            sum[i][j] = (__float_as_uint(t) ^ sa[i] ^ sb[j]) * tp.one + sum[i][j];
-          }
+            for (int j = 0; j < TN; ++j) {
+              const float mg = __uint_as_float(magic[i][j]);
+              const float t = RNE ? __fmaf_rn(fabsf(a[i]), fabsf(b[j]), mg)
+                                  : __fmaf_rz(fabsf(a[i]), fabsf(b[j]), mg);
+              // The sum on the FMA pipe (IMAD by a 1 the compiler cannot fold): the ALU pipe
+              // takes the LOP3, the exponent pass and most of the rest, and is the busiest
+              // (ncu, H100: 61% of its peak against 22% for the FMA pipe).
+              sum[i][j] = (__float_as_uint(t) ^ sa[i] ^ sb[j]) * tp.one + sum[i][j];
+            }
+        }
       }
       // 3. The signed sum S of the n (and c's): with P positive and Q negative products
       //    (P + Q = G), sum = c's + sum over positive (T) + sum over negative (-T - 1)
