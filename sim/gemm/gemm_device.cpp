@@ -6,13 +6,10 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <limits>
-#include <memory>
-#include <mutex>
 #include <stdexcept>
-#include <utility>
 #include <vector>
 
+#include "format/per_format.hpp"
 #include "gemm/device_gemm.hpp"
 #include "gemm/gemm_path.hpp"
 #include "gemm/gemm_split.hpp"
@@ -328,15 +325,11 @@ namespace {
 // Code -> value table of a format of at most 8 bits (every code; larger codes are reported
 // as bad), made once per format.
 const std::vector<float>& resident_code_table(const FormatSpec& f) {
-  static std::mutex mutex;
-  static std::vector<std::pair<FormatSpec, std::unique_ptr<std::vector<float>>>> tables;
-  const std::lock_guard<std::mutex> lock(mutex);
-  for (const auto& [format, table] : tables)
-    if (format == f) return *table;
-  auto t = std::make_unique<std::vector<float>>(code_count(f));
-  for (std::uint32_t c = 0; c < t->size(); ++c) (*t)[c] = static_cast<float>(decode(f, c));
-  tables.emplace_back(f, std::move(t));
-  return *tables.back().second;
+  return once_per_format<std::vector<float>>(f, [](const FormatSpec& format) {
+    std::vector<float> t(code_count(format));
+    for (std::uint32_t c = 0; c < t.size(); ++c) t[c] = static_cast<float>(decode(format, c));
+    return t;
+  });
 }
 
 }  // namespace

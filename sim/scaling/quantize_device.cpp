@@ -7,12 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
-#include <memory>
-#include <mutex>
 #include <stdexcept>
-#include <utility>
 #include <vector>
 
+#include "format/per_format.hpp"
 #include "format/rounding.hpp"
 
 namespace fp8sim {
@@ -62,14 +60,7 @@ namespace {
 
 // device_encode_table once per format (a pure function of it; a few thousand encodes).
 const DeviceEncodeTable& encode_table_of(const FormatSpec& f) {
-  static std::mutex mutex;
-  static std::vector<std::pair<FormatSpec, std::unique_ptr<DeviceEncodeTable>>> tables;
-  const std::lock_guard<std::mutex> lock(mutex);
-  for (const auto& [format, table] : tables)
-    if (format == f) return *table;
-  auto table = std::make_unique<DeviceEncodeTable>(device_encode_table(f));  // may throw
-  tables.emplace_back(f, std::move(table));
-  return *tables.back().second;
+  return once_per_format<DeviceEncodeTable>(f, device_encode_table);
 }
 
 }  // namespace
