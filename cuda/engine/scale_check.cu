@@ -1,7 +1,7 @@
 // scale_check: block scales checked on the device (device_gemm.hpp's check_scales_on_device),
 // so that gemm_resident's block-scaled GEMMs do not loop over millions of scales on the host,
 // with the log2 ranges of A's and B's scales that folding them into codes needs. The
-// same test as the host's (sim/gemm/dispatch.cpp, check_block_scales): a scale is a value of
+// same test as the host's (sim/gemm/dispatch.cpp, ScaleValues::check): a scale is a value of
 // its format where its float bits have 16 zero low bits and the table's bit for the high 16
 // is set, or it is a NaN and the format has one.
 #include <cuda_runtime.h>

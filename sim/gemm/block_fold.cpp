@@ -12,6 +12,13 @@ FormatSpec folded_format(const FormatSpec& f) {
   return format_by_name(fmt::format("e8m{}", f.mantissa_bits));
 }
 
+GemmSpec without_block_scales(const GemmSpec& s) {
+  GemmSpec plain = s;
+  plain.model.block_scale.reset();
+  plain.scaling = Scaling::none;
+  return plain;
+}
+
 std::optional<FoldedOperands> fold_block_scales(const GemmSpec& s, const Operand& A,
                                                 const Operand& B, std::span<const float> sa,
                                                 std::span<const float> sb, std::size_t a_cols,

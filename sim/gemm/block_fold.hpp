@@ -23,6 +23,10 @@ struct FoldedOperands {
 // The format of a folded element of f: f's significand with an 8-bit exponent field.
 FormatSpec folded_format(const FormatSpec& f);
 
+// s with neither block scales in its model nor scaling: the model that runs on operands the
+// scales have been folded into.
+GemmSpec without_block_scales(const GemmSpec& s);
+
 // s: a spec whose model applies block scales (s.model.block_scale), A and B as the engine
 // sees them (unpacked), sa and sb the scales (a_cols, b_cols per row) already checked as
 // values of the model's scale format. Each element becomes v * s (a NaN scale makes it NaN,

@@ -88,15 +88,13 @@ struct ScaleValues {
         "{}[{}] = {} is not a {} value (model {} applies its scales inside the MMA)", what, i,
         format_value(x), f.name, s.model.name));
   }
+  // Throws bad() for the first scale of A's, then of B's, that is not a value.
+  void check(const GemmSpec& s, std::span<const float> sa, std::span<const float> sb) const {
+    for (const auto& [what, v] : {std::pair{"A scales", sa}, std::pair{"B scales", sb}})
+      for (std::size_t i = 0; i < v.size(); ++i)
+        if (!is_value(v[i])) bad(s, what, i, v[i]);
+  }
 };
-
-void check_block_scales(const GemmSpec& s, const FormatSpec& f, std::span<const float> sa,
-                        std::span<const float> sb) {
-  const ScaleValues values(f);
-  for (const auto& [what, v] : {std::pair{"A scales", sa}, std::pair{"B scales", sb}})
-    for (std::size_t i = 0; i < v.size(); ++i)
-      if (!values.is_value(v[i])) values.bad(s, what, i, v[i]);
-}
 
 // The dispatcher under gemm(), gemm_prefixes() and batched_dot(), routes in the order of the
 // file comment. With prefixes (all_pairs only), D_prefix (P x M x N) gets the outputs at each
@@ -155,12 +153,10 @@ void dispatch(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
   }
   check_span("D prefixes", D_prefix.size(), prefix.size() * outputs);
   if (const auto& in = spec.model.block_scale) {
-    check_block_scales(spec, in->format, sa, sb);
+    ScaleValues(in->format).check(spec, sa, sb);
     const bool on_device = spec.device == Device::cuda && prefix.empty();
     if (auto folded = fold_block_scales(spec, A, B, sa, sb, sh.a_cols, sh.b_cols)) {
-      GemmSpec plain = spec;
-      plain.model.block_scale.reset();
-      plain.scaling = Scaling::none;
+      const GemmSpec plain = without_block_scales(spec);
       // The CUDA engine's paths run the plain model unless it needs the reference step
       // (lanes, cuts toward -inf, ...): then the reference step with block scales below.
       if (on_device && !needs_reference_step(plain.model))
@@ -331,12 +327,11 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
     const FormatSpec& sf = s.model.block_scale->format;
     const BlockRoute route = block_route(s, K, !bias.empty());
     const bool group_route = route == BlockRoute::group_sums;
-    const ScaleValues values(sf);
     const bool folded_route = route == BlockRoute::folded;
-    bool folded_fit = false;
+    const ScaleValues values(sf);
     if ((group_route || folded_route) && values.high_half) {
       // The scales go to the device once and are checked there (the same test as
-      // check_block_scales', with their log2 ranges for folding), and the kernels read that
+      // ScaleValues::check's, with their log2 ranges for folding), and the kernels read that
       // copy: the group-sum step, or the codes' decoding that folds them in.
       DeviceBlock copy;
       const std::size_t n = sa.size() + sb.size();
@@ -359,16 +354,15 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
         return resident_on_device(s, M, N, K, 0, K, K, A, B, C, {d, sa.size()},
                                   {d + sa.size(), sb.size()}, D, stream, device, launch);
     } else {
-      check_block_scales(s, sf, sa, sb);
+      values.check(s, sa, sb);
       if (group_route && group_sums_on_device_fit(s, s.a_format, s.b_format, true, {}, sa, sb) &&
           (C == nullptr || device_all_finite(C, outputs, stream, device)))
         return resident_on_device(s, M, N, K, 0, K, K, A, B, C, sa, sb, D, stream, device);
-      folded_fit = folded_route && folded_codes_fit(s, sa, sb);
+      // Power-of-two scales on single products (kind::mxf8f6f4): folded into the codes'
+      // values where the kernels read them, where every folded value is exact.
+      if (folded_route && folded_codes_fit(s, sa, sb))
+        return resident_on_device(s, M, N, K, 0, K, K, A, B, C, sa, sb, D, stream, device);
     }
-    // Power-of-two scales on single products (kind::mxf8f6f4): folded into the codes' values
-    // where the kernels read them, where every folded value is exact.
-    if (folded_fit)
-      return resident_on_device(s, M, N, K, 0, K, K, A, B, C, sa, sb, D, stream, device);
     // Elsewhere the host entry folds the scales into the operands (or sums groups) before
     // the CUDA engine runs, so the codes make one round trip through the host.
     std::vector<std::uint8_t> a(std::size_t(M) * K), b(std::size_t(N) * K);

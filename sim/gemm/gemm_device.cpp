@@ -170,14 +170,6 @@ ScaleLog2 log2_range(std::span<const float> v) {
 // The lowest log2 of a run's scales, at most 0 (0 where none is finite and nonzero).
 int lowest_log2(const ScaleLog2& r) { return r.lo > r.hi ? 0 : std::min(0, r.lo); }
 
-// The model without its block scales, which fold into the operands (block_fold.hpp).
-GemmSpec without_block_scales(const GemmSpec& s) {
-  GemmSpec plain = s;
-  plain.model.block_scale.reset();
-  plain.scaling = Scaling::none;
-  return plain;
-}
-
 // g, set up for the folded operands' formats, made to fold s's power-of-two scales (sa, sb)
 // into elements of formats fa and fb: their alignment floors, moved per element by the scales,
 // and the zero exponent on these scales (every element's floor is at least its format's plus
