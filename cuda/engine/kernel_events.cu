@@ -58,6 +58,11 @@ double elapsed(const KernelTiming& t) {
   return ms * 1e-3;
 }
 
+// A pair handed over by device_kernel_take, as the engine's timing again.
+KernelTiming timing_of(const DeviceKernelEvents::Pair& p) {
+  return {static_cast<cudaEvent_t>(p.start), static_cast<cudaEvent_t>(p.end), p.device};
+}
+
 void release(const KernelTiming& t) {
   release(t.device, t.start);
   release(t.device, t.end);
@@ -120,10 +125,7 @@ DeviceKernelEvents::DeviceKernelEvents(DeviceKernelEvents&& o) noexcept
 
 DeviceKernelEvents& DeviceKernelEvents::operator=(DeviceKernelEvents&& o) noexcept {
   if (this != &o) {
-    for (const Pair& p : pairs_) {
-      gpu::release(p.device, static_cast<cudaEvent_t>(p.start));
-      gpu::release(p.device, static_cast<cudaEvent_t>(p.end));
-    }
+    for (const Pair& p : pairs_) gpu::release(gpu::timing_of(p));
     pairs_ = std::move(o.pairs_);
     o.pairs_.clear();
     seconds_ = o.seconds_;
@@ -133,18 +135,14 @@ DeviceKernelEvents& DeviceKernelEvents::operator=(DeviceKernelEvents&& o) noexce
 }
 
 DeviceKernelEvents::~DeviceKernelEvents() {
-  for (const Pair& p : pairs_) {  // recorded or finished: a later record overwrites them
-    gpu::release(p.device, static_cast<cudaEvent_t>(p.start));
-    gpu::release(p.device, static_cast<cudaEvent_t>(p.end));
-  }
+  // Recorded or finished: a later record overwrites them.
+  for (const Pair& p : pairs_) gpu::release(gpu::timing_of(p));
 }
 
 double DeviceKernelEvents::seconds() {
   if (!settled_) {
     double s = 0;
-    for (const Pair& p : pairs_)
-      s += gpu::elapsed({static_cast<cudaEvent_t>(p.start), static_cast<cudaEvent_t>(p.end),
-                         p.device});
+    for (const Pair& p : pairs_) s += gpu::elapsed(gpu::timing_of(p));
     seconds_ = s;
     settled_ = true;
   }
