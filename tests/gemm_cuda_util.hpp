@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/rng.hpp"
+#include "gemm/device_gemm.hpp"
 #include "gemm/gemm.hpp"
 
 namespace fp8sim::gpu_test {
@@ -40,6 +41,31 @@ inline Operand random_operand(const FormatSpec& f, int rows, int cols, std::uint
     codes[i] = c;
   }
   return decode_operand(f, rows, cols, std::span<const std::uint32_t>(codes));
+}
+
+// A launch of the given kernel (0 fastest, 1 one thread an output) on a stream of its own or
+// the default stream.
+inline DeviceLaunch launch_of(int kernel, bool own_stream) {
+  DeviceLaunch l;
+  l.kernel = kernel;
+  l.own_stream = own_stream;
+  return l;
+}
+
+// n seeded codes of format f from random stream `stream`; NaN and Inf codes kept at a rate of
+// special per mille (else +0).
+inline std::vector<std::uint8_t> random_codes(const FormatSpec& f, std::size_t n,
+                                              std::uint64_t stream, int special) {
+  std::vector<std::uint8_t> codes(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t r = random_u64(seed(), stream, i);
+    std::uint32_t c = static_cast<std::uint32_t>(r % code_count(f));
+    const auto cls = classify(f, c);
+    if ((cls == ValueClass::nan || cls == ValueClass::inf) && int((r >> 40) % 1000) >= special)
+      c = 0;
+    codes[i] = static_cast<std::uint8_t>(c);
+  }
+  return codes;
 }
 
 // n seeded powers of two 2^-16..2^16, from random stream `stream` (MX scales).

@@ -308,8 +308,8 @@ int tiled_test() {
         std::vector<float> tiled(std::size_t(sh.M) * sh.N), dot(tiled.size()), whole(tiled.size());
         DeviceLaunch whole_k;
         whole_k.k_parallel = -1;
-        gemm_on_device(s, A, B, C, sa, sb, tiled, DeviceLaunch{0, false});
-        gemm_on_device(s, A, B, C, sa, sb, dot, DeviceLaunch{1, false});
+        gemm_on_device(s, A, B, C, sa, sb, tiled, launch_of(0, false));
+        gemm_on_device(s, A, B, C, sa, sb, dot, launch_of(1, false));
         gemm_on_device(s, A, B, C, sa, sb, whole, whole_k);
         tally(dot, tiled, sh.N, t, what + " (per-output kernel vs tiled)");
         tally(dot, whole, sh.N, t, what + " (per-output kernel vs tiled, whole K)");
@@ -351,19 +351,6 @@ int capture_test() {
 
 // Random one-byte codes of f (at most 8 bits): every code equally likely, NaN/Inf kept at
 // `special` per mille.
-std::vector<std::uint8_t> random_codes(const FormatSpec& f, std::size_t n, std::uint64_t stream,
-                                       int special) {
-  std::vector<std::uint8_t> codes(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint64_t r = random_u64(seed(), stream, i);
-    std::uint32_t c = static_cast<std::uint32_t>(r % code_count(f));
-    const auto cls = classify(f, c);
-    if ((cls == ValueClass::nan || cls == ValueClass::inf) && int((r >> 40) % 1000) >= special) c = 0;
-    codes[i] = static_cast<std::uint8_t>(c);
-  }
-  return codes;
-}
-
 int host_codes_test() {
   const char* pairs[][2] = {{"e4m3", "e4m3"}, {"e5m2", "e5m2"}, {"e4m3", "e5m2"}, {"e3m2", "e2m3"}};
   const Scaling scalings[] = {Scaling::none, Scaling::tensor, Scaling::row, Scaling::block};
@@ -468,11 +455,11 @@ int launch_test() {
     const Operand A = random_operand(format_by_name("e4m3"), M, K, stream++, 2);
     const Operand B = random_operand(format_by_name("e4m3"), N, K, stream++, 2);
     std::vector<float> base(std::size_t(M) * N), other(base.size());
-    gemm_on_device(s, A, B, {}, {}, {}, base, DeviceLaunch{0, false});
+    gemm_on_device(s, A, B, {}, {}, {}, base, launch_of(0, false));
     DeviceLaunch whole_k;  // the tiled kernels over all of K (not K-parallel)
     whole_k.k_parallel = -1;
-    for (const DeviceLaunch l :
-         {DeviceLaunch{1, false}, DeviceLaunch{0, true}, DeviceLaunch{1, true}, whole_k}) {
+    for (const DeviceLaunch& l :
+         {launch_of(1, false), launch_of(0, true), launch_of(1, true), whole_k}) {
       gemm_on_device(s, A, B, {}, {}, {}, other, l);
       for (std::size_t i = 0; i < base.size(); ++i)
         if (!same(base[i], other[i])) {

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace fp8sim {
@@ -196,6 +197,29 @@ void run_device_epilogue(const DeviceEpilogue& e, float* D, void* stream = nullp
 void copy_device(void* dst, const void* src, std::size_t bytes, bool to_device,
                  void* stream = nullptr, int device = -1);
 
+// A copy queued on `stream` of the current device without waiting for it: `rows` rows of
+// `width` bytes, `spitch` bytes apart in src and `dpitch` in dst (one row: a plain copy).
+// Host memory may be pageable: CUDA then returns once it has read the source (to_device) or
+// once the copy is done (from the device). Throws as run_device_gemm does.
+void copy_device_async(void* dst, std::size_t dpitch, const void* src, std::size_t spitch,
+                       std::size_t width, std::size_t rows, bool to_device, void* stream);
+
+// Work in bands on the current device, copies overlapping kernels (gemm()'s banded route,
+// gemm/device_bands.hpp): for band i = 0 .. n - 1 in turn, in(i, stream) queues its uploads
+// on the upload stream; run(i, stream) its kernels on one of two kernel streams, taken in
+// turn, after those uploads (so that the end of one band's kernels overlaps the start of the
+// next's); out(i, stream) its downloads on the download stream after its kernels, queued once
+// band i + 1's kernels are (a download to pageable memory holds the host until it is done,
+// while the GPU runs the next band). Returns when every download is done. A callback's or
+// CUDA's exception waits for everything queued, then propagates.
+void run_device_bands(int n, const std::function<void(int, void*)>& in,
+                      const std::function<void(int, void*)>& run,
+                      const std::function<void(int, void*)>& out);
+
+// The current CUDA device's number of streaming multiprocessors; throws as run_device_gemm
+// does.
+int device_sm_count();
+
 // Whether the n floats at p (memory of CUDA device `device`, -1: the current one) are all
 // finite, read after the work queued on `stream`; throws as run_device_gemm does.
 bool device_all_finite(const float* p, std::size_t n, void* stream = nullptr, int device = -1);
@@ -221,6 +245,15 @@ DeviceScaleCheck check_scales_on_device(const float* scales, std::size_t n, std:
 // run_device_gemm does. device_free(nullptr) does nothing.
 void* device_malloc(std::size_t bytes, int device = -1);  // device >= 0: made current first
 void device_free(void* p);
+
+// device_malloc's memory, freed however the call that holds it ends.
+struct DeviceBlock {
+  void* p = nullptr;
+  DeviceBlock() = default;
+  DeviceBlock(const DeviceBlock&) = delete;
+  DeviceBlock& operator=(const DeviceBlock&) = delete;
+  ~DeviceBlock() { device_free(p); }
+};
 
 // The CUDA engine's kernel time on the calling thread so far, in seconds (CUDA events around
 // each run_device_gemm's GEMM kernels; resident operands' decoding and host copies not):

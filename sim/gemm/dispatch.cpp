@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "gemm/block_fold.hpp"
+#include "gemm/device_bands.hpp"
 #include "gemm/device_gemm.hpp"
 #include "gemm/engine_cpu.hpp"
 #include "gemm/gemm.hpp"
@@ -31,15 +32,6 @@
 
 namespace fp8sim {
 namespace {
-
-// Device memory (device_malloc), freed however the call ends.
-struct DeviceBlock {
-  void* p = nullptr;
-  DeviceBlock() = default;
-  DeviceBlock(const DeviceBlock&) = delete;
-  DeviceBlock& operator=(const DeviceBlock&) = delete;
-  ~DeviceBlock() { device_free(p); }
-};
 
 void check_span(std::string_view what, std::size_t got, std::size_t want) {
   if (got != want)
@@ -228,8 +220,9 @@ BlockRoute block_route(const GemmSpec& s, int K, bool bias) {
 // trip through the host (no block scales inside the MMA, or block scales on its device
 // routes: block_route, with finite scales and C) and the spec and every argument's size are
 // right: the codes copied to the device as they are, 1 byte each, decoded there by
-// gemm_resident's route, and D copied back; the host does nothing proportional to the data
-// but the copies. The same bits as the host route: both are the CUDA engine on the same
+// gemm_resident's route, and D copied back (large GEMMs in bands, each band's copies
+// overlapping the others' kernels: device_bands.hpp); the host does nothing proportional to
+// the data but the copies. The same bits as the host route: both are the CUDA engine on the same
 // values (tests/test_gemm_cuda.cpp pins it against the CPU engine). Returns false, having
 // done nothing, wherever the host route is to run or to give its own error (a bad spec or
 // size, a CPU-only model, no CUDA in the build or no device); a bad code is reported by the
@@ -265,6 +258,18 @@ bool gemm_codes_on_device(const GemmSpec& s, int M, int N, int K,
          !group_sums_on_device_fit(s, s.a_format, s.b_format, true, C, sa, sb)) ||
         (route == BlockRoute::folded && !folded_codes_fit(s, sa, sb)))
       return false;
+  }
+  if (gemm_bands_fit(s, !bias.empty())) {  // copies overlapping the kernels (device_bands.hpp)
+    int sms = 0;
+    try {
+      sms = device_sm_count();
+    } catch (const std::runtime_error&) {  // no device: the host route says so in its words
+      return false;
+    }
+    if (const GemmBands bands = gemm_bands(s, M, N, K, sms); bands.count >= 2) {
+      gemm_codes_in_bands(s, M, N, K, A, B, C, sa, sb, D, bands);
+      return true;
+    }
   }
   DeviceBlock da, db, dc, dd;
   try {  // no CUDA in this build, or no device: the host route says so in its words

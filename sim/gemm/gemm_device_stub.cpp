@@ -1,6 +1,8 @@
 // gemm_device_stub: the CUDA GEMM engine's entry points (run_device_gemm, copy_device,
-// run_device_epilogue, device_all_finite, check_scales_on_device, device_malloc, device_free,
-// device_kernel_seconds, device_kernel_take, device_memory_peak) in a build without CUDA (linked instead of cuda/engine/'s).
+// copy_device_async, run_device_bands, device_sm_count, run_device_epilogue,
+// device_all_finite, check_scales_on_device, device_malloc, device_free,
+// device_kernel_seconds, device_kernel_take, device_memory_peak) in a build without CUDA
+// (linked instead of cuda/engine/'s).
 #include <stdexcept>
 
 #include "gemm/device_gemm.hpp"
@@ -14,6 +16,19 @@ void run_device_gemm(const DeviceGemm&, const DeviceLaunch&) {
 void copy_device(void*, const void*, std::size_t, bool, void*, int) {
   throw std::runtime_error("device cuda: fp8sim was built without CUDA");
 }
+
+void copy_device_async(void*, std::size_t, const void*, std::size_t, std::size_t, std::size_t,
+                       bool, void*) {
+  throw std::runtime_error("device cuda: fp8sim was built without CUDA");
+}
+
+void run_device_bands(int, const std::function<void(int, void*)>&,
+                      const std::function<void(int, void*)>&,
+                      const std::function<void(int, void*)>&) {
+  throw std::runtime_error("device cuda: fp8sim was built without CUDA");
+}
+
+int device_sm_count() { throw std::runtime_error("device cuda: fp8sim was built without CUDA"); }
 
 void run_device_epilogue(const DeviceEpilogue&, float*, void*, int) {
   throw std::runtime_error("device cuda: fp8sim was built without CUDA");

@@ -71,7 +71,9 @@ QuantisedOperand quantise_resident(const ScalingSpec& s, OperandRole role, const
                                    bool count_saturated) {
   const DeviceEncodeTable& table = encode_table_of(f);
   const ScaleGroups g = scale_groups(s, role, T, K, tensor_rows);
-  const DeviceLaunch launch{0, false, nullptr, stream, device};
+  DeviceLaunch launch;
+  launch.stream = stream;
+  launch.device = device;
   // Without scales, one group over the whole operand still finds the values that are not finite.
   const DeviceScaleGroups dg = g.cols == 0 ? DeviceScaleGroups{std::max(T, 1), K, 1}
                                            : DeviceScaleGroups{g.rows_per, g.width, g.cols};
