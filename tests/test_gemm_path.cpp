@@ -1,4 +1,5 @@
-// test_gemm_path: choose_gemm_path's choice of inner loop for each model and operand format.
+// test_gemm_path: choose_gemm_path's choice of inner loop for each model and operand format
+// (and, last, gemm()'s bands on the GPU: gemm_bands).
 //
 // Each row's expected path is worked out by hand in the comment beside it from the rule the
 // engine needs for the path to be exact: float products are exact when the two significands
@@ -17,6 +18,7 @@
 #include <span>
 #include <vector>
 
+#include "gemm/device_bands.hpp"
 #include "gemm/gemm.hpp"
 #include "gemm/gemm_device.hpp"
 #include "gemm/gemm_path.hpp"
@@ -211,4 +213,54 @@ TEST_CASE("block scales are checked against the scale format's values", "[gemm]"
     }
     CHECK(accepted >= code_count(sf) / 2);  // the probes reach the accepted side too
   }
+}
+
+// gemm() on host codes with device cuda cuts large GEMMs into bands (gemm/device_bands.hpp):
+// over shapes from decode to 16384^3 and GPUs of 78 to 144 SMs, the bands cover D exactly in
+// whole 64-row (column) tiles, column bands hold whole blocks of B's block scales, every row
+// band but the last fills the GPU twice with 64 x 64 tiles at three blocks an SM, every column
+// band but the last holds 4 MiB of B's codes, and columns are cut only where rows cannot be.
+TEST_CASE("gemm()'s bands on the GPU cover D in whole tiles and fill the GPU", "[bands]") {
+  const int extents[] = {1, 16, 64, 100, 1000, 2048, 4096, 7168, 8192, 12288, 16384};
+  std::size_t banded = 0, rows = 0;
+  for (const Scaling scaling : {Scaling::none, Scaling::block})
+    for (const int block : {128, 96})
+      for (const int sms : {78, 114, 132, 144})
+        for (const int M : extents)
+          for (const int N : extents)
+            for (const int K : {128, 4096, 16384}) {
+              GemmSpec s;
+              s.scaling = scaling;
+              s.block = block;
+              const GemmBands b = gemm_bands(s, M, N, K, sms);
+              INFO(fmt::format("M={} N={} K={} sms={} scaling block {}: {} bands of {} {}", M, N,
+                               K, sms, block, b.count, b.size, b.rows ? "rows" : "columns"));
+              if (b.count < 2) continue;
+              ++banded;
+              rows += b.rows;
+              const long long extent = b.rows ? M : N, size = b.size;
+              CHECK(size % 64 == 0);
+              CHECK(size * (b.count - 1) < extent);
+              CHECK(size * b.count >= extent);
+              CHECK(b.count <= (b.rows ? 16 : 8));
+              const long long waves2 = 2LL * 3 * sms;
+              const long long tiles = size / 64 * ((N + 63) / 64);
+              if (b.rows) {
+                CHECK(tiles >= waves2);
+              } else {
+                CHECK(size * K >= (4LL << 20));
+                CHECK((scaling != Scaling::block || size % block == 0));
+                // rows could not be cut: two bands of rows would not each fill the GPU twice
+                CHECK(2 * 64 * ((waves2 + (N + 63) / 64 - 1) / ((N + 63) / 64)) > M);
+              }
+            }
+  CHECK(banded > 100);
+  CHECK(rows > 20);
+  CHECK(rows < banded);
+  GemmSpec s;
+  CHECK(gemm_bands(s, 8192, 8192, 8192, 132).rows);     // the benchmark's large GEMM
+  CHECK(gemm_bands(s, 8192, 8192, 8192, 132).count >= 2);
+  CHECK(!gemm_bands(s, 16, 4096, 7168, 132).rows);      // decode: B's copy is the time
+  CHECK(gemm_bands(s, 16, 4096, 7168, 132).count >= 2);
+  CHECK(gemm_bands(s, 64, 64, 64, 132).count < 2);      // too small to pay
 }

@@ -1,10 +1,11 @@
 // device_memory: CUDA device memory, copies and streams for the host code that has no CUDA
-// headers (sim/gemm/device_gemm.hpp: device_malloc, device_free, device_memory_peak,
-// copy_device).
+// headers (sim/gemm/device_gemm.hpp: device_malloc, device_free, device_pool_malloc,
+// device_pool_free, device_memory_peak, copy_device).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -49,6 +50,22 @@ void device_free(void* p) {
     b.live -= it->second;
     b.sizes.erase(it);
   }
+}
+
+void* device_pool_malloc(std::size_t bytes, int device) {
+  DeviceLaunch launch;
+  launch.device = device;
+  const gpu::LaunchStream ls(launch);  // no device: its one-line error; the pool kept cached
+  void* p = nullptr;
+  check(cudaMallocAsync(&p, bytes, cudaStreamPerThread), "cudaMallocAsync");
+  check(cudaStreamSynchronize(cudaStreamPerThread), "cudaMallocAsync");
+  return p;
+}
+
+void device_pool_free(void* p, void* stream) {
+  if (!p) return;
+  if (std::uncaught_exceptions() > 0) cudaDeviceSynchronize();  // failed work may still use it
+  cudaFreeAsync(p, stream ? static_cast<cudaStream_t>(stream) : cudaStreamPerThread);
 }
 
 std::size_t device_memory_peak(bool reset) {

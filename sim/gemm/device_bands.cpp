@@ -55,12 +55,12 @@ void gemm_codes_in_bands(const GemmSpec& s, int M, int N, int K,
                          std::span<const float> sb, std::span<float> D, const GemmBands& bands) {
   const std::size_t outputs = std::size_t(M) * N, k = std::size_t(K);
   DeviceBlock da, db, dc, dd, ds;
-  da.p = device_malloc(A.size());
-  db.p = device_malloc(B.size());
-  dd.p = device_malloc(outputs * sizeof(float));
-  if (!C.empty()) dc.p = device_malloc(outputs * sizeof(float));
+  da.p = device_pool_malloc(A.size());
+  db.p = device_pool_malloc(B.size());
+  dd.p = device_pool_malloc(outputs * sizeof(float));
+  if (!C.empty()) dc.p = device_pool_malloc(outputs * sizeof(float));
   const bool scaled = s.scaling != Scaling::none;
-  if (scaled) ds.p = device_malloc((sa.size() + sb.size()) * sizeof(float));
+  if (scaled) ds.p = device_pool_malloc((sa.size() + sb.size()) * sizeof(float));
   auto* a = static_cast<std::uint8_t*>(da.p);
   auto* b = static_cast<std::uint8_t*>(db.p);
   auto* c = static_cast<float*>(dc.p);

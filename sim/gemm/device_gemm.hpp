@@ -246,13 +246,24 @@ DeviceScaleCheck check_scales_on_device(const float* scales, std::size_t n, std:
 void* device_malloc(std::size_t bytes, int device = -1);  // device >= 0: made current first
 void device_free(void* p);
 
-// device_malloc's memory, freed however the call that holds it ends.
+// The library's own scratch memory on CUDA device `device` (-1: the current one): from the
+// device's cached pool (stream-ordered, kept between calls: no cudaMalloc or cudaFree and
+// their synchronisation per call), ready for any stream when it returns. device_pool_free
+// hands it back after the work queued on `stream` (a cudaStream_t: the last to use it, its
+// kernels perhaps still running; null: no work that uses it is left); during an exception's
+// unwinding it waits for the device first. Throws as run_device_gemm does.
+void* device_pool_malloc(std::size_t bytes, int device = -1);
+void device_pool_free(void* p, void* stream = nullptr);
+
+// device_pool_malloc's memory, handed back however the call that holds it ends, after the
+// work queued on `stream` (null: none left).
 struct DeviceBlock {
   void* p = nullptr;
+  void* stream = nullptr;
   DeviceBlock() = default;
   DeviceBlock(const DeviceBlock&) = delete;
   DeviceBlock& operator=(const DeviceBlock&) = delete;
-  ~DeviceBlock() { device_free(p); }
+  ~DeviceBlock() { device_pool_free(p, stream); }
 };
 
 // The CUDA engine's kernel time on the calling thread so far, in seconds (CUDA events around

@@ -273,10 +273,10 @@ bool gemm_codes_on_device(const GemmSpec& s, int M, int N, int K,
   }
   DeviceBlock da, db, dc, dd;
   try {  // no CUDA in this build, or no device: the host route says so in its words
-    da.p = device_malloc(A.size());
-    db.p = device_malloc(B.size());
-    dd.p = device_malloc(outputs * sizeof(float));
-    if (!C.empty()) dc.p = device_malloc(outputs * sizeof(float));
+    da.p = device_pool_malloc(A.size());
+    db.p = device_pool_malloc(B.size());
+    dd.p = device_pool_malloc(outputs * sizeof(float));
+    if (!C.empty()) dc.p = device_pool_malloc(outputs * sizeof(float));
   } catch (const std::runtime_error&) {
     return false;
   }
@@ -338,9 +338,10 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
       // The scales go to the device once and are checked there (the same test as
       // ScaleValues::check's, with their log2 ranges for folding), and the kernels read that
       // copy: the group-sum step, or the codes' decoding that folds them in.
-      DeviceBlock copy;
+      DeviceBlock copy;  // read by the kernels queued on `stream`
       const std::size_t n = sa.size() + sb.size();
-      copy.p = device_malloc(std::max<std::size_t>(n, 1) * sizeof(float), device);
+      copy.p = device_pool_malloc(std::max<std::size_t>(n, 1) * sizeof(float), device);
+      copy.stream = stream;
       float* d = static_cast<float*>(copy.p);
       copy_device(d, sa.data(), sa.size_bytes(), true, stream, device);
       copy_device(d + sa.size(), sb.data(), sb.size_bytes(), true, stream, device);
@@ -389,8 +390,9 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
   // in slice order, then the epilogue in place (reduce_slices' and apply_epilogue's operations).
   const GemmSpec in = slice_spec(s);
   const std::vector<KSliceCut> cuts = split_k_slices(s, Kp, sa, sb);
-  DeviceBlock part;
-  if (cuts.size() > 1) part.p = device_malloc(outputs * sizeof(float), device);
+  DeviceBlock part;  // read by the epilogues queued on `stream`
+  if (cuts.size() > 1) part.p = device_pool_malloc(outputs * sizeof(float), device);
+  part.stream = stream;
   DeviceEpilogue e;
   e.M = M;
   e.N = N;

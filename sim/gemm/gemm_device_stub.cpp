@@ -1,6 +1,7 @@
 // gemm_device_stub: the CUDA GEMM engine's entry points (run_device_gemm, copy_device,
 // copy_device_async, run_device_bands, device_sm_count, run_device_epilogue,
 // device_all_finite, check_scales_on_device, device_malloc, device_free,
+// device_pool_malloc, device_pool_free,
 // device_kernel_seconds, device_kernel_take, device_memory_peak) in a build without CUDA
 // (linked instead of cuda/engine/'s).
 #include <stdexcept>
@@ -48,6 +49,12 @@ void* device_malloc(std::size_t, int) {
 }
 
 void device_free(void*) {}
+
+void* device_pool_malloc(std::size_t, int) {
+  throw std::runtime_error("device cuda: fp8sim was built without CUDA");
+}
+
+void device_pool_free(void*, void*) {}
 
 double device_kernel_seconds() { return 0.0; }
 
