@@ -188,8 +188,10 @@ void launch_f32_shape(const Params& p, cudaStream_t st) {
     fold_a = {g.sa, g.a_cols, 1, g.scale_block, g.a_bcast};
     fold_b = {g.sb, g.b_cols, g.b_div, g.scale_block, g.b_bcast};
   }
-  int smem = gpu::tiled_f32_smem_bytes(BM, BN, TM, TN);
-  static_assert(gpu::tiled_f32_smem_bytes(BM, BN, TM, TN) % 16 == 0, "code tables' alignment");
+  constexpr int kValueBytes = WIDE ? 8 : 4;  // the tiles' values (gpu::tile_value)
+  int smem = gpu::tiled_f32_smem_bytes(BM, BN, TM, TN, kValueBytes);
+  static_assert(gpu::tiled_f32_smem_bytes(BM, BN, TM, TN, kValueBytes) % 16 == 0,
+                "code tables' alignment");
   if (p.codes) {  // read in place: the operands as codes, the tables after the tiles
     const DeviceGemm& g = p.g;
     const int ld = g.code_ld > 0 ? g.code_ld : K, cols = g.code_ld > 0 ? g.code_cols : K;
@@ -241,7 +243,8 @@ void launch_f32_shape(const Params& p, cudaStream_t st) {
   }
   auto kernel = gpu::tiled_gemm_f32<G, RNE, MODE, TM, TN, BM, BN, MINB, WIDE>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             gpu::tiled_f32_smem_bytes(BM, BN, TM, TN) + gpu::kTileLutBytes),
+                             gpu::tiled_f32_smem_bytes(BM, BN, TM, TN, kValueBytes) +
+                                 gpu::kTileLutBytes),
         "shared memory limit");
   const dim3 grid((p.g.N + BN - 1) / BN, (p.g.M + BM - 1) / BM);
   const long long blocks = static_cast<long long>(grid.x) * grid.y;

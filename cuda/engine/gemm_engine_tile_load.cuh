@@ -32,13 +32,23 @@ static_assert(2 * kTileSpecialExponent <= 32767 && 2 * kTileZeroExponent >= -327
 constexpr int kTileBk = 32;
 constexpr int kTilePad = 4;  // words of padding per smem row (keeps 16-byte fragment loads)
 
-// Dynamic shared memory of one block:
-//   A: values [BK][BM+4] f32, sign masks [BK][BM+4] i32, exponents [BK][BM+8] i16;
-//   B: values [BK][BN+4] f32, sign masks [BK][BN+4] i32, exponents doubled [BK][BN+4] i32;
+// Dynamic shared memory of one block (values: f32, or f64 magnitudes for the double step,
+// value_bytes 8):
+//   A: values [BK][BM+4], sign masks [BK][BM+4] i32, exponents [BK][BM+8] i16;
+//   B: values [BK][BN+4], sign masks [BK][BN+4] i32, exponents doubled [BK][BN+4] i32;
 //   sign bits of the slab: [BM] + [BN] u32; FP32 main accumulators [TM*TN][threads] f32.
-constexpr int tiled_f32_smem_bytes(int BM, int BN, int TM, int TN) {
-  return kTileBk * ((BM + kTilePad) * 8 + (BM + 2 * kTilePad) * 2 + (BN + kTilePad) * 12) +
+constexpr int tiled_f32_smem_bytes(int BM, int BN, int TM, int TN, int value_bytes = 4) {
+  return kTileBk * ((BM + kTilePad) * (value_bytes + 4) + (BM + 2 * kTilePad) * 2 +
+                    (BN + kTilePad) * (value_bytes + 8)) +
          (BM + BN) * 4 + (BM / TM) * (BN / TN) * TM * TN * 4;
+}
+
+// An operand value as the tile holds it: the float itself, or (the double step) its magnitude
+// as a double, converted once as the slab is loaded instead of at every use.
+template <class V>
+__device__ __forceinline__ V tile_value(float v) {
+  if constexpr (sizeof(V) == 8) return fabs(double(v));
+  else return v;
 }
 // Read as codes (TileOperand::code), the block's code tables follow: A's then B's, one entry
 // per code (its value's bits, its tile_exponent in both 16-bit halves), one more for +0 each.
@@ -129,12 +139,12 @@ __global__ void prepare_tile_operand(const float* src, int rows, int K, int alig
 }
 
 // One slab of a prepared operand (ROWS rows from row0, kTileBk columns from k0) into shared
-// memory: values, sign masks (all-ones for a negative value), exponents, sign bits. Every
-// thread moves 4 rows of one column at a time (16-byte loads and stores); all loads are issued
-// before any is used.
-template <int ROWS, int NT, bool DOUBLED, int PAD>
+// memory: values (tile_value), sign masks (all-ones for a negative value), exponents, sign
+// bits. Every thread moves 4 rows of one column at a time (16-byte loads and stores); all
+// loads are issued before any is used.
+template <int ROWS, int NT, bool DOUBLED, int PAD, class V>
 __device__ __forceinline__ void load_tile_slab(const TileOperand& o, int row0, int k0,
-                                               float (*vs)[ROWS + PAD], int (*ms)[ROWS + PAD],
+                                               V (*vs)[ROWS + PAD], int (*ms)[ROWS + PAD],
                                                void* es, unsigned* bits) {
   // Small tiles (fewer 16-byte pieces than threads): threads past them load nothing.
   constexpr int V4 = ROWS / 4, ALL = kTileBk * V4, PER = (ALL + NT - 1) / NT, KSTEP = NT / V4;
@@ -162,7 +172,14 @@ __device__ __forceinline__ void load_tile_slab(const TileOperand& o, int row0, i
 #pragma unroll
   for (int i = 0; i < PER; ++i) {
     const int kk = kk0 + i * KSTEP;
-    *reinterpret_cast<float4*>(&vs[kk][4 * c]) = v[i];
+    if constexpr (sizeof(V) == 8) {
+      *reinterpret_cast<double2*>(&vs[kk][4 * c]) =
+          make_double2(tile_value<V>(v[i].x), tile_value<V>(v[i].y));
+      *reinterpret_cast<double2*>(&vs[kk][4 * c + 2]) =
+          make_double2(tile_value<V>(v[i].z), tile_value<V>(v[i].w));
+    } else {
+      *reinterpret_cast<float4*>(&vs[kk][4 * c]) = v[i];
+    }
     const int4 m = {static_cast<int>(__float_as_uint(v[i].x)) >> 31,
                     static_cast<int>(__float_as_uint(v[i].y)) >> 31,
                     static_cast<int>(__float_as_uint(v[i].z)) >> 31,
@@ -200,16 +217,16 @@ __device__ __forceinline__ unsigned code_byte(const uint4 (&w)[W], int i) {
 }
 
 // A thread's PER codes of one row (K elements kbeg.. of the slab) decoded into column r of the
-// shared-memory tile (vs, ms, es point at element kbeg of it): values, sign masks, exponents
+// shared-memory tile (vs, ms, es point at element kbeg of it): values (tile_value), sign masks, exponents
 // (E: short for A, the doubled word for B), and their sign bits (bits kbeg.. of the row's
 // word). MASKED: codes whose bit of `valid` is clear read as +0 (the table's last entry).
 // Folded block scales (TileOperand::fold): every value times the part's scale s (exact:
 // gemm_resident checks), every exponent moved by its log2, `shift` in both 16-bit halves
 // (FOLD false: neither, the codes' values and exponents as they are).
-template <bool MASKED, bool FOLD, class E, int STRIDE, int ESTRIDE, int PER>
+template <bool MASKED, bool FOLD, class E, int STRIDE, int ESTRIDE, int PER, class V>
 __device__ __forceinline__ void decode_code_row(const uint4 (&w)[PER / 16], unsigned valid,
                                                 const uint2* lut, float s, unsigned shift,
-                                                float* vs, int* ms, E* es, unsigned* bits,
+                                                V* vs, int* ms, E* es, unsigned* bits,
                                                 int kbeg) {
   unsigned sb = 0;
 #pragma unroll
@@ -218,7 +235,7 @@ __device__ __forceinline__ void decode_code_row(const uint4 (&w)[PER / 16], unsi
     if constexpr (MASKED) c = (valid >> i) & 1u ? c : kTileLutEntries - 1;
     const uint2 t = lut[c];
     const int m = static_cast<int>(t.x) >> 31;
-    vs[i * STRIDE] = FOLD ? __uint_as_float(t.x) * s : __uint_as_float(t.x);
+    vs[i * STRIDE] = tile_value<V>(FOLD ? __uint_as_float(t.x) * s : __uint_as_float(t.x));
     ms[i * STRIDE] = m;
     es[i * ESTRIDE] = static_cast<E>(FOLD ? __vadd2(t.y, shift) : t.y);
     sb |= static_cast<unsigned>(m) & (1u << i);
@@ -235,11 +252,11 @@ __device__ __forceinline__ void decode_code_row(const uint4 (&w)[PER / 16], unsi
 // that a warp's lanes are consecutive rows (its shared-memory stores hit 32 banks). A part's
 // codes are one 16-byte load each 16 where the row and the part are whole and the rows lie on
 // 16 bytes (vec16), else byte loads, +0 beyond the operand's rows and cols.
-template <int BM, int BN, int NT, int PAD, bool FOLD>
+template <int BM, int BN, int NT, int PAD, bool FOLD, class V>
 __device__ __forceinline__ void load_code_slab(const TileParams& tp, int m0, int n0, int k0,
-                                               const uint2* lut, float (*As)[BM + PAD],
+                                               const uint2* lut, V (*As)[BM + PAD],
                                                int (*Am)[BM + PAD], short (*Ae)[BM + 2 * PAD],
-                                               unsigned* Abits, float (*Bs)[BN + PAD],
+                                               unsigned* Abits, V (*Bs)[BN + PAD],
                                                int (*Bm)[BN + PAD], unsigned (*Be)[BN + PAD],
                                                unsigned* Bbits) {
   constexpr int ROWS = BM + BN, S = NT >= 2 * ROWS ? 2 : 1, PER = kTileBk / S, W = PER / 16;
@@ -300,19 +317,20 @@ __device__ __forceinline__ void load_code_slab(const TileParams& tp, int m0, int
   }
 }
 
-// A thread's N consecutive 4-byte words of a shared-memory tile row, as 16-byte loads (8-byte
-// for N = 2, one word for N = 1; the row offsets keep them aligned).
+// A thread's N consecutive 4- or 8-byte words of a shared-memory tile row, as 16-byte loads
+// (8-byte for 8 bytes in all, one word for N = 1; the row offsets keep them aligned).
 template <int N, class T>
 __device__ __forceinline__ void load_words(T (&dst)[N], const T* src) {
-  static_assert(sizeof(T) == 4 && (N % 4 == 0 || N <= 2));
+  constexpr int BYTES = N * int(sizeof(T));
+  static_assert((sizeof(T) == 4 || sizeof(T) == 8) && (BYTES % 16 == 0 || BYTES <= 8));
   if constexpr (N == 1) {
     dst[0] = src[0];
-  } else if constexpr (N == 2) {
+  } else if constexpr (BYTES == 8) {
     *reinterpret_cast<int2*>(dst) = *reinterpret_cast<const int2*>(src);
   } else {
 #pragma unroll
-    for (int i = 0; i < N; i += 4)
-      *reinterpret_cast<int4*>(&dst[i]) = *reinterpret_cast<const int4*>(&src[i]);
+    for (int i = 0; i < BYTES / 16; ++i)
+      reinterpret_cast<int4*>(dst)[i] = reinterpret_cast<const int4*>(src)[i];
   }
 }
 

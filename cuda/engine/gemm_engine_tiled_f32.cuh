@@ -25,8 +25,9 @@
 // so that no prepared copy exists.
 // WIDE (double steps, DeviceStep::f64, of at most 25 fraction bits (26 in steps of 16):
 // Blackwell's FP8 and MX steps, Hopper's and Ampere's HMMA): a cut magnitude n needs up to
-// frac + 2 > 23 bits, so each product is one DFMA.RZ |a| |b| + 2^(E + 52) (the operands
-// converted to double as a thread loads them), whose low word is n; the even and the odd
+// frac + 2 > 23 bits, so each product is one DFMA.RZ |a| |b| + 2^(E + 52) (the operands'
+// magnitudes held as doubles in the shared-memory tiles, converted once as a slab is loaded
+// rather than at each of their uses), whose low word is n; the even and the odd
 // products summed in two int32 words, joined in int64 at the step's end and rounded once in a
 // double (wide_step_output); block scales folded into resident codes are applied as a slab is
 // decoded.
@@ -83,14 +84,15 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
     tiled_gemm_f32(const TileParams tp) {
   constexpr int BK = kTileBk, PAD = kTilePad, TX = BN / TN, NT = (BM / TM) * TX;
   constexpr bool JOIN = MODE != kAddFp32, OUT_RNE = MODE == kJoinRne;
+  using V = std::conditional_t<WIDE, double, float>;  // the tiles' values (tile_value)
   static_assert(BK % G == 0 && NT % 32 == 0 && (TM % 8 == 0 || TM == 4 || TM == 2) &&
                 (TN % 4 == 0 || TN <= 2) && BM + BN <= NT);  // BM + BN: load_code_slab
-  extern __shared__ __align__(16) unsigned char smem[];  // tiled_f32_smem_bytes() of them
+  extern __shared__ __align__(16) unsigned char smem[];  // tiled_f32_smem_bytes(.., sizeof(V))
   const Params& p = tp.p;
   unsigned char* at = smem;
-  auto As = reinterpret_cast<float(*)[BM + PAD]>(at);        at += BK * (BM + PAD) * 4;
+  auto As = reinterpret_cast<V(*)[BM + PAD]>(at);            at += BK * (BM + PAD) * sizeof(V);
   auto Am = reinterpret_cast<int(*)[BM + PAD]>(at);          at += BK * (BM + PAD) * 4;
-  auto Bs = reinterpret_cast<float(*)[BN + PAD]>(at);        at += BK * (BN + PAD) * 4;
+  auto Bs = reinterpret_cast<V(*)[BN + PAD]>(at);            at += BK * (BN + PAD) * sizeof(V);
   auto Bm = reinterpret_cast<int(*)[BN + PAD]>(at);          at += BK * (BN + PAD) * 4;
   auto Be = reinterpret_cast<unsigned(*)[BN + PAD]>(at);     at += BK * (BN + PAD) * 4;
   auto Ae = reinterpret_cast<short(*)[BM + 2 * PAD]>(at);    at += BK * (BM + 2 * PAD) * 2;
@@ -206,7 +208,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
           }
         }
       // The thread's operands of product kk of the step: values and sign masks.
-      auto load_operands = [&](int kk, float (&a)[TM], unsigned (&sa)[TM], float (&b)[TN],
+      auto load_operands = [&](int kk, V (&a)[TM], unsigned (&sa)[TM], V (&b)[TN],
                                unsigned (&sb)[TN]) {
         load_words(a, &As[s + kk][ty * TM]);
         load_words(sa, reinterpret_cast<const unsigned*>(&Am[s + kk][ty * TM]));
@@ -217,14 +219,9 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
       // low word is n < 2^(frac + 2); even and odd products summed apart (the launch keeps
       // frac small enough that G / 2 of them fit int32).
       auto dfma_terms = [&](int kk, unsigned (&into)[TM][TN]) {
-        float a[TM], b[TN];
+        V da[TM], db[TN];  // the magnitudes, doubles already
         unsigned sa[TM], sb[TN];
-        load_operands(kk, a, sa, b, sb);
-        double da[TM], db[TN];
-#pragma unroll
-        for (int i = 0; i < TM; ++i) da[i] = fabs(double(a[i]));
-#pragma unroll
-        for (int j = 0; j < TN; ++j) db[j] = fabs(double(b[j]));
+        load_operands(kk, da, sa, db, sb);
 #pragma unroll
         for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -243,7 +240,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
       } else {
 #pragma unroll 2
         for (int kk = 0; kk < G; ++kk) {
-          float a[TM], b[TN];
+          V a[TM], b[TN];
           unsigned sa[TM], sb[TN];
           load_operands(kk, a, sa, b, sb);
 #pragma unroll
