@@ -7,7 +7,8 @@
 // bands of rows and of columns forced at sizes that leave a short last band (and, for block
 // scales, columns in whole blocks of B's scales). Then gemm() itself at shapes where it
 // chooses bands (gemm_bands at an H100's or H200's 132 SMs: 2 bands of rows at 8192 x 1024 x
-// 128, 4 of columns at 16 x 4096 x 4096). FP8SIM_SEED overrides the seed; the first mismatch is printed as one line.
+// 128, 4 of columns at 16 x 4096 x 4096). FP8SIM_SEED overrides the seed; the first mismatch
+// is printed as one line.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 

@@ -219,7 +219,8 @@ __device__ __forceinline__ unsigned code_byte(const uint4 (&w)[W], int i) {
 // A thread's PER codes of one row (K elements kbeg.. of the slab) decoded into column r of the
 // shared-memory tile (vs, ms, es point at element kbeg of it): values (tile_value), sign
 // masks, exponents (E: short for A, the doubled word for B), and their sign bits (bits kbeg..
-// of the row's word). MASKED: codes whose bit of `valid` is clear read as +0 (the table's last entry).
+// of the row's word). MASKED: codes whose bit of `valid` is clear read as +0 (the table's last
+// entry).
 // Folded block scales (TileOperand::fold): every value times the part's scale s (exact:
 // gemm_resident checks), every exponent moved by its log2, `shift` in both 16-bit halves
 // (FOLD false: neither, the codes' values and exponents as they are).
