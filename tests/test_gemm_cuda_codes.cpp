@@ -19,6 +19,8 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <exception>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -28,6 +30,7 @@
 #include "gemm/gemm.hpp"
 #include "gemm/gemm_device.hpp"
 #include "gemm/gemm_split.hpp"
+#include "error_of.hpp"
 #include "gemm_cuda_util.hpp"
 #include "model_grid.hpp"
 #include "scale_probes.hpp"
@@ -224,12 +227,33 @@ int memory_test() {
   return peak[0] <= 1.5 && peak[1] > peak[0] ? 0 : 1;
 }
 
-// One configuration through gemm() on the CPU engine, gemm_resident and gemm() on host codes
-// with device cuda: the same error (or none) from all three, and without one the same bits.
-void tally_entries(const std::vector<float>& cpu, const std::string& cpu_error,
-                   const std::vector<float>& resident, const std::string& resident_error,
-                   const std::vector<float>& host, const std::string& host_error, int N, Tally& t,
+// One configuration through gemm() on the CPU engine, gemm_resident on device copies of the
+// codes and C, and gemm() on the host codes with device cuda: the same error (or none) from
+// all three, and without one the same bits.
+void tally_entries(GemmSpec s, int M, int N, int K, const std::vector<std::uint8_t>& A,
+                   const std::vector<std::uint8_t>& B, const std::vector<float>& C,
+                   const std::vector<float>& sa, const std::vector<float>& sb, Tally& t,
                    const std::string& what) {
+  std::vector<float> cpu(std::size_t(M) * N), resident(cpu.size()), host(cpu.size());
+  s.device = Device::cpu;
+  const std::string cpu_error =
+      test::error_of([&] { gemm(s, M, N, K, A, B, C, sa, sb, cpu); });
+  s.device = Device::cuda;
+  const std::string resident_error = test::error_of([&] {
+    const DeviceMemory dA(A.size()), dB(B.size()), dD(resident.size() * 4),
+        dC(std::max<std::size_t>(C.size(), 1) * 4);
+    copy_device(dA.p, A.data(), A.size(), true);
+    copy_device(dB.p, B.data(), B.size(), true);
+    if (!C.empty()) copy_device(dC.p, C.data(), C.size() * 4, true);
+    gemm_resident(s, M, N, K, static_cast<const std::uint8_t*>(dA.p),
+                  static_cast<const std::uint8_t*>(dB.p),
+                  C.empty() ? nullptr : static_cast<const float*>(dC.p), sa, sb,
+                  static_cast<float*>(dD.p));
+    copy_device(resident.data(), dD.p, resident.size() * 4, false);
+  });
+  // gemm() on host codes: gemm_resident's route
+  const std::string host_error =
+      test::error_of([&] { gemm(s, M, N, K, A, B, C, sa, sb, host); });
   if (cpu_error != resident_error || cpu_error != host_error) {
     ++t.configs;
     if (t.bad++ == 0)
@@ -267,9 +291,6 @@ int scale_check_test() {
     const auto A = adversarial_codes(ef, M, K, stream++, 0);
     const auto B = adversarial_codes(ef, N, K, stream++, 0);
     const std::size_t na = std::size_t(M) * K / s.mx_block, nb = std::size_t(N) * K / s.mx_block;
-    const DeviceMemory dA(A.size()), dB(B.size()), dD(std::size_t(M) * N * 4);
-    copy_device(dA.p, A.data(), A.size(), true);
-    copy_device(dB.p, B.data(), B.size(), true);
     const std::vector<float> probes = test::scale_probes(sf);
     for (std::size_t i = 0; i < 2 * probes.size(); ++i) {
       const bool in_a = i % 2 == 0;
@@ -278,33 +299,9 @@ int scale_check_test() {
       std::vector<float>& target = in_a ? sa : sb;
       const std::size_t at = random_u64(seed(), stream++, 0) % target.size();
       target[at] = probes[i / 2];
-      std::vector<float> cpu(std::size_t(M) * N), gpu(cpu.size());
-      std::string cpu_error, gpu_error;
-      s.device = Device::cpu;
-      try {
-        gemm(s, M, N, K, A, B, {}, sa, sb, cpu);
-      } catch (const std::invalid_argument& e) {
-        cpu_error = e.what();
-      }
-      s.device = Device::cuda;
-      try {
-        gemm_resident(s, M, N, K, static_cast<const std::uint8_t*>(dA.p),
-                      static_cast<const std::uint8_t*>(dB.p), nullptr, sa, sb,
-                      static_cast<float*>(dD.p));
-        copy_device(gpu.data(), dD.p, gpu.size() * 4, false);
-      } catch (const std::invalid_argument& e) {
-        gpu_error = e.what();
-      }
-      std::vector<float> host(cpu.size());  // gemm() on host codes: gemm_resident's route
-      std::string host_error;
-      try {
-        gemm(s, M, N, K, A, B, {}, sa, sb, host);
-      } catch (const std::invalid_argument& e) {
-        host_error = e.what();
-      }
       const std::string what = fmt::format("{} scale {} at {}[{}]", name,
                                            format_value(probes[i / 2]), in_a ? "A" : "B", at);
-      tally_entries(cpu, cpu_error, gpu, gpu_error, host, host_error, N, t, what);
+      tally_entries(s, M, N, K, A, B, {}, sa, sb, t, what);
     }
   }
   fmt::print("scale check: {} configurations, {} outputs, {} differ{}\n", t.configs, t.outputs,
@@ -366,37 +363,7 @@ int folded_codes_test() {
               "folded codes: model={} a={} b={} M={} N={} K={} promote={} scales={} C={} fits={}",
               name, fm[0], fm[1], M, N, K, s.promote_every, mode, C.empty() ? 0 : 1,
               folded_codes_fit(s, sa, sb));
-          std::vector<float> cpu(std::size_t(M) * N), gpu(cpu.size());
-          std::string cpu_error, gpu_error;
-          s.device = Device::cpu;
-          try {
-            gemm(s, M, N, K, A, B, C, sa, sb, cpu);
-          } catch (const std::exception& e) {
-            cpu_error = e.what();
-          }
-          s.device = Device::cuda;
-          try {
-            const DeviceMemory dA(A.size()), dB(B.size()), dD(gpu.size() * 4),
-                dC(std::max<std::size_t>(C.size(), 1) * 4);
-            copy_device(dA.p, A.data(), A.size(), true);
-            copy_device(dB.p, B.data(), B.size(), true);
-            if (!C.empty()) copy_device(dC.p, C.data(), C.size() * 4, true);
-            gemm_resident(s, M, N, K, static_cast<const std::uint8_t*>(dA.p),
-                          static_cast<const std::uint8_t*>(dB.p),
-                          C.empty() ? nullptr : static_cast<const float*>(dC.p), sa, sb,
-                          static_cast<float*>(dD.p));
-            copy_device(gpu.data(), dD.p, gpu.size() * 4, false);
-          } catch (const std::exception& e) {
-            gpu_error = e.what();
-          }
-          std::vector<float> host(cpu.size());  // gemm() on host codes: gemm_resident's route
-          std::string host_error;
-          try {
-            gemm(s, M, N, K, A, B, C, sa, sb, host);
-          } catch (const std::exception& e) {
-            host_error = e.what();
-          }
-          tally_entries(cpu, cpu_error, gpu, gpu_error, host, host_error, N, t, what);
+          tally_entries(s, M, N, K, A, B, C, sa, sb, t, what);
         }
   fmt::print("folded codes: {} configurations ({} folded on the device), {} outputs, {} differ{}\n",
              t.configs, folded, t.outputs, t.bad, t.bad ? "; first: " + t.first : "");

@@ -31,8 +31,10 @@
 #include "base/parallel.hpp"
 #include "base/parse_number.hpp"
 #include "io/replay.hpp"
+#include "error_of.hpp"
 
 using namespace fp8sim;
+using fp8sim::test::error_of;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -60,17 +62,6 @@ struct TempDir {
   }
   ~TempDir() { fs::remove_all(path); }
 };
-
-// The message `f` throws (std::exception), or "" when it returns.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Runs f in a child whose address space may grow by at most `extra` bytes; returns the child's
 // exit code (f's return value), or -signal when it died.

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cli_runner.hpp"
+#include "error_of.hpp"
 #include "gemm/gemm.hpp"
 #include "io/npy.hpp"
 #include "kernel/gemm_inputs.hpp"
@@ -40,6 +41,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The message of the std::invalid_argument a call throws ("" when it throws none).
+constexpr auto invalid_argument_of = [](auto&& f) {
+  return test::error_of<std::invalid_argument>(f);
+};
+
 fs::path test_data() {
   const char* d = std::getenv("FP8SIM_TEST_DATA");
   REQUIRE(d != nullptr);
@@ -54,17 +60,6 @@ json read_json(const fs::path& p) {
 
 std::vector<int> fields(const TritonConfig& c) {
   return {c.block_m, c.block_n, c.block_k, c.group_m, c.num_warps, c.num_stages};
-}
-
-// The message of the std::invalid_argument `f` throws ("" when it throws none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
@@ -232,23 +227,24 @@ TEST_CASE("config strings: both forms, and one line for anything else", "[unit]"
              {"16,64,128,4,num_stages=3", "mixes values and named keys"},
              {"vllm2", "1 value given"}};
   for (const auto& b : bad) {
-    const std::string e = error_of([&] { parse_triton_config(b.text); });
+    const std::string e = invalid_argument_of([&] { parse_triton_config(b.text); });
     INFO(b.text << " -> " << e);
     CHECK(e.find(b.says) != std::string::npos);
     CHECK(e.find('\n') == std::string::npos);
   }
   // triton_plan's own refusals.
-  CHECK(error_of([] {
+  CHECK(invalid_argument_of([] {
           triton_plan("vllm", 1, 7168, 1024, "a100");
         }).find("gpu 'a100': no recorded vLLM config files") != std::string::npos);
-  CHECK(error_of([] { triton_plan("vllm", 1, 7168, 1024, ""); }).find("give --gpu") !=
+  CHECK(invalid_argument_of([] { triton_plan("vllm", 1, 7168, 1024, ""); }).find("give --gpu") !=
         std::string::npos);
-  CHECK(error_of([] { triton_plan("16,64,128,4,3", 1, 7168, 1024, "b200"); }).find("sm_90 only") !=
-        std::string::npos);
-  CHECK(error_of([] {
+  CHECK(invalid_argument_of([] {
+          triton_plan("16,64,128,4,3", 1, 7168, 1024, "b200");
+        }).find("sm_90 only") != std::string::npos);
+  CHECK(invalid_argument_of([] {
           triton_plan("sglang", 1, 7168, 1024, "h100", "triton-fp8-dot");
         }).find("not of triton-fp8-dot") != std::string::npos);
-  CHECK(error_of([] {
+  CHECK(invalid_argument_of([] {
           triton_plan("", 1, 1, 1, "h100", "cublaslt");
         }).find("not a Triton kernel") != std::string::npos);
   // The device name spelled out is the same GPU.
@@ -280,11 +276,11 @@ TEST_CASE("a config routes to the preset of its instruction, or is refused", "[u
   apply_triton_plan(h, "triton-w8a8-block-fp8", hmma);
   CHECK(h.model.name == accumulator_by_name("triton-mma-f16").name);
   CHECK(h.promote_every == 128);
-  CHECK(error_of([&] {
+  CHECK(invalid_argument_of([&] {
           apply_triton_plan(s, "triton-w8a8-block-fp8", triton_plan("64,128,256,4,3", 1, 1, 1, ""));
         }).find("does not divide the 128-wide scale block") != std::string::npos);
   GemmSpec d;
-  CHECK(error_of([&] {
+  CHECK(invalid_argument_of([&] {
           apply_triton_plan(d, "triton-fp8-dot-imprecise-acc-128",
                             triton_plan("64,128,64,4,3", 1, 1, 1, "", "triton-fp8-dot"));
         }).find("promotes every 128 K elements, more than BLOCK_SIZE_K 64") != std::string::npos);
