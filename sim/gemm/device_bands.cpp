@@ -74,64 +74,58 @@ void gemm_codes_in_bands(const GemmSpec& s, int M, int N, int K,
   const int Kp = padded_k(s, K);
   const bool rows = bands.rows;
   const int extent = rows ? M : N;
-  auto range = [&](int i) {
-    const int b0 = i * bands.size;
-    return std::pair<int, int>{b0, std::min(extent, b0 + bands.size)};
+  // The operand cut into bands (A's rows or B's) and the one every band reads whole.
+  const std::uint8_t* cut_host = rows ? A.data() : B.data();
+  const std::span<const std::uint8_t> whole_host = rows ? B : A;
+  std::uint8_t* cut = rows ? a : b;
+  std::uint8_t* whole = rows ? b : a;
+  // Band i, rows or columns [b0, b0 + w) of D: a GEMM of its own of m x n outputs (w x N or
+  // M x w) on its rows of the cut operand (contiguous). Its part of C and D is packed on the
+  // device from element dev0 = b0 n (rows) or b0 m (columns); on the host it is m lines of n
+  // from element host0, N apart.
+  struct Band {
+    int b0, w, m, n;
+    std::size_t host0, dev0;
   };
-  // In row bands a band's rows of A, C and D are contiguous. In column bands its rows of B
-  // are, and its M x w part of C and D is kept packed on the device at M * b0, so that the
-  // kernels see a GEMM of its own; the copies to and from the host are strided.
+  auto band = [&](int i) {
+    const int b0 = i * bands.size, w = std::min(extent, b0 + bands.size) - b0;
+    return rows ? Band{b0, w, w, N, std::size_t(b0) * N, std::size_t(b0) * N}
+                : Band{b0, w, M, w, std::size_t(b0), std::size_t(M) * b0};
+  };
+  const std::size_t pitch = std::size_t(N) * sizeof(float);
   auto in = [&](int i, void* st) {
     if (i == 0) {
       if (scaled) {
         copy_device_async(dsa, 0, sa.data(), 0, sa.size_bytes(), 1, true, st);
         copy_device_async(dsb, 0, sb.data(), 0, sb.size_bytes(), 1, true, st);
       }
-      if (rows) copy_device_async(b, 0, B.data(), 0, B.size(), 1, true, st);
-      else copy_device_async(a, 0, A.data(), 0, A.size(), 1, true, st);
+      copy_device_async(whole, 0, whole_host.data(), 0, whole_host.size(), 1, true, st);
     }
-    const auto [b0, b1] = range(i);
-    const std::size_t w = std::size_t(b1 - b0);
-    if (rows) {
-      copy_device_async(a + b0 * k, 0, A.data() + b0 * k, 0, w * k, 1, true, st);
-      if (c) copy_device_async(c + std::size_t(b0) * N, 0, C.data() + std::size_t(b0) * N, 0,
-                               w * N * sizeof(float), 1, true, st);
-    } else {
-      copy_device_async(b + b0 * k, 0, B.data() + b0 * k, 0, w * k, 1, true, st);
-      if (c) copy_device_async(c + std::size_t(M) * b0, w * sizeof(float), C.data() + b0,
-                               std::size_t(N) * sizeof(float), w * sizeof(float), M, true, st);
-    }
+    const Band p = band(i);
+    copy_device_async(cut + p.b0 * k, 0, cut_host + p.b0 * k, 0, p.w * k, 1, true, st);
+    if (c) copy_device_async(c + p.dev0, p.n * sizeof(float), C.data() + p.host0, pitch,
+                             p.n * sizeof(float), p.m, true, st);
   };
   DeviceLaunch launch;
   launch.scales_on_device = true;  // read in place (none: null)
   auto run = [&](int i, void* st) {
-    const auto [b0, b1] = range(i);
-    const int w = b1 - b0;
+    const Band p = band(i);
     std::span<const float> xa, xb;
     if (scaled) {
       xa = {dsa, sa.size()};
       xb = {dsb, sb.size()};
-      if (rows && sh.a_rows > 1) xa = xa.subspan(b0 * sh.a_cols, w * sh.a_cols);
+      if (rows && sh.a_rows > 1) xa = xa.subspan(p.b0 * sh.a_cols, p.w * sh.a_cols);
       if (!rows && sh.b_rows > 1)
-        xb = xb.subspan(b0 / b_div * sh.b_cols, (w + b_div - 1) / b_div * sh.b_cols);
+        xb = xb.subspan(p.b0 / b_div * sh.b_cols, (p.w + b_div - 1) / b_div * sh.b_cols);
     }
-    if (rows)
-      resident_on_device(s, w, N, K, 0, Kp, K, a + b0 * k, b,
-                         c ? c + std::size_t(b0) * N : nullptr, xa, xb, d + std::size_t(b0) * N,
-                         st, -1, launch);
-    else
-      resident_on_device(s, M, w, K, 0, Kp, K, a, b + b0 * k, c ? c + std::size_t(M) * b0 : nullptr,
-                         xa, xb, d + std::size_t(M) * b0, st, -1, launch);
+    resident_on_device(s, p.m, p.n, K, 0, Kp, K, a + (rows ? p.b0 * k : 0),
+                       b + (rows ? 0 : p.b0 * k), c ? c + p.dev0 : nullptr, xa, xb, d + p.dev0,
+                       st, -1, launch);
   };
   auto out = [&](int i, void* st) {
-    const auto [b0, b1] = range(i);
-    const std::size_t w = std::size_t(b1 - b0);
-    if (rows)
-      copy_device_async(D.data() + std::size_t(b0) * N, 0, d + std::size_t(b0) * N, 0,
-                        w * N * sizeof(float), 1, false, st);
-    else
-      copy_device_async(D.data() + b0, std::size_t(N) * sizeof(float), d + std::size_t(M) * b0,
-                        w * sizeof(float), w * sizeof(float), M, false, st);
+    const Band p = band(i);
+    copy_device_async(D.data() + p.host0, pitch, d + p.dev0, p.n * sizeof(float),
+                      p.n * sizeof(float), p.m, false, st);
   };
   run_device_bands(bands.count, in, run, out);
 }
