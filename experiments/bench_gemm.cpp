@@ -31,6 +31,7 @@
 #include <optional>
 #include <thread>
 #include <tuple>
+#include <utility>
 
 #include "cli/options.hpp"
 #include "gemm/gemm.hpp"
@@ -152,16 +153,21 @@ CudaRates bench_cuda_entries(const GemmSpec& s, int M, int N, int K,
   r.D.resize(std::size_t(M) * N);
   std::vector<float>& D = r.D;
   r.own_bytes = double(a.size()) + double(b.size()) + 4.0 * double(D.size());
+  // The best of `reps` calls: their wall time and their kernels' (device_kernel_seconds).
+  auto best_of = [&](auto&& call) {
+    double wall = 1e300, kern = 1e300;
+    for (int i = 0; i < std::max(reps, 1); ++i) {
+      const double k0 = device_kernel_seconds();
+      const auto t0 = std::chrono::steady_clock::now();
+      call();
+      wall = std::min(wall, seconds_since(t0));
+      kern = std::min(kern, device_kernel_seconds() - k0);
+    }
+    return std::pair{wall, kern};
+  };
   // 1. gemm(): host codes in, D out (decode, uploads, kernels, download).
-  double wall = 1e300, kern = 1e300;
   device_memory_peak(true);
-  for (int i = 0; i < std::max(reps, 1); ++i) {
-    const double k0 = device_kernel_seconds();
-    const auto t0 = std::chrono::steady_clock::now();
-    gemm(s, M, N, K, a, b, {}, sa, sb, D);
-    wall = std::min(wall, seconds_since(t0));
-    kern = std::min(kern, device_kernel_seconds() - k0);
-  }
+  const auto [wall, kern] = best_of([&] { gemm(s, M, N, K, a, b, {}, sa, sb, D); });
   r.gemm = macs / wall;
   r.kernels = macs / kern;
   r.peak_gemm = device_memory_peak(true);
@@ -174,16 +180,11 @@ CudaRates bench_cuda_entries(const GemmSpec& s, int M, int N, int K,
     copy_device(dA, a.data(), a.size(), true);
     copy_device(dB, b.data(), b.size(), true);
     device_memory_peak(true);  // the window starts with the codes and D on the device
-    double best = 1e300, resident_kern = 1e300;
-    for (int i = 0; i < std::max(reps, 1); ++i) {
-      const double k0 = device_kernel_seconds();
-      const auto t0 = std::chrono::steady_clock::now();
+    const auto [best, resident_kern] = best_of([&] {
       gemm_resident(s, M, N, K, static_cast<const std::uint8_t*>(dA),
                     static_cast<const std::uint8_t*>(dB), nullptr, sa, sb,
                     static_cast<float*>(dD));
-      best = std::min(best, seconds_since(t0));
-      resident_kern = std::min(resident_kern, device_kernel_seconds() - k0);
-    }
+    });
     r.kernels = macs / resident_kern;
     r.peak_resident = device_memory_peak(true);
     std::vector<float> Dr(D.size());
