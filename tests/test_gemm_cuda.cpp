@@ -271,7 +271,11 @@ int tiled_test() {
                           "custom:group=32,frac=13,out=24,cut=rne,outround=rne",
                           "custom:group=16,frac=17,out=24,cut=rz",
                           "custom:group=32,frac=16,out=14,cut=rz",
-                          "custom:group=32,frac=13,out=24,cut=rz,c=add"};
+                          "custom:group=32,frac=13,out=24,cut=rz,c=add",
+                          // the double step: an e8m13 output (its cut reaches the double's
+                          // high word), and an output rounded to nearest (the generic kernel)
+                          "custom:group=32,frac=24,out=14,cut=rz",
+                          "custom:group=16,frac=25,out=24,cut=rz,outround=rne"};
   struct Shape { int M, N, K; };
   const Shape shapes[] = {{200, 130, 1184}, {16, 300, 1024}, {65, 64, 1200}, {1, 257, 512}};
   int config = 0;

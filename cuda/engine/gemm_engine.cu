@@ -304,10 +304,14 @@ void launch_tiled_f32_for(const Params& p, bool rne, cudaStream_t st) {
 // MAC/s, blackwell-fp8 2.43e12, hopper-mma-f16 1.80e12 in kernels; each product's cut split
 // into two FFMAs instead, 1.95e12, 2.12e12 and 1.59e12; the generic double kernel 1.07e12 for
 // mxf8f6f4; with 8 x 4 outputs a thread mxf8f6f4 1.72e12, with 4 x 4 2.28e12, within 3%); for
-// M <= 32 where those tiles do not fill the GPU twice, 4 x 2 on 32 x 64 tiles.
-// The output's rounding is read at run time (finish_step), so c's entry is the only mode;
-// terms cut toward zero only (every preset's: a custom model that rounds them to nearest, or
-// has more fraction bits, keeps the generic double-step kernel; eight instances, not sixteen).
+// M <= 32 where those tiles do not fill the GPU twice, 4 x 2 on 32 x 64 tiles (at every M:
+// 2.48e12, 2.65e12 and 2.19e12 against 2.63e12, 2.83e12 and 2.27e12 since the step's end
+// below, H100, 2026-11-26).
+// Terms and outputs cut toward zero only (every preset's: a custom model that rounds either
+// to nearest, or has more fraction bits, keeps the generic double-step kernel), so c's entry
+// is the only mode: eight instances, not sixteen. The step's end (wide_step_output) is branch
+// free: 4096^3 kernels 2.38e12 to 2.63e12, 2.63e12 to 2.83e12 and 1.91e12 to 2.27e12, 7.9 to
+// 6.8 thread instructions an emulated MAC for mxf8f6f4 (ncu, H100, 2026-11-26).
 template <int G>
 void launch_tiled_wide(const Params& p, cudaStream_t st) {
   constexpr bool W = true;
@@ -434,10 +438,11 @@ bool launch_tiled_for(const Params& p, cudaStream_t st) {
   }
   if (p.fast == FastPath::f32) return false;
   // The float kernel's double step (WIDE): a step's 16 even or odd cut products, each below
-  // 2^(frac + 2), fit int32; terms cut toward zero; folded codes where a scale block holds
-  // whole slabs (one scale a thread's part of a slab row).
+  // 2^(frac + 2), fit int32; terms and outputs cut toward zero; folded codes where a scale
+  // block holds whole slabs (one scale a thread's part of a slab row).
   const bool whole_slabs = !(p.g.fold && p.codes && p.g.scale_block % gpu::kTileBk != 0);
-  if (m.frac_bits + 2 + (m.group == 32 ? 4 : 3) <= 31 && !rne && whole_slabs) {
+  if (m.frac_bits + 2 + (m.group == 32 ? 4 : 3) <= 31 && !rne && m.output_rounding == kRz &&
+      whole_slabs) {
     if (m.group == 32) launch_tiled_wide<32>(p, st);
     else launch_tiled_wide<16>(p, st);
     return true;
@@ -473,6 +478,7 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
   const bool e8 = m.output.min_exponent == -126 && m.output.max_exponent == 127;
   p.out_e8 = e8 && (m.output_rounding == kRz || m.output_rounding == kRne);
   p.out_drop = 52 - m.output.mantissa_bits;
+  p.out_keep = ~((1ull << p.out_drop) - 1);
   p.out_fp32_model = e8 && m.output.mantissa_bits == 23;
   p.k_parallel = launch.k_parallel;
   p.k_group = launch.k_group;

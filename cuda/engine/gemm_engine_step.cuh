@@ -34,6 +34,7 @@ struct Params {
   FastPath fast = FastPath::none;
   bool out_e8 = false;        // output e8mX rounded rz/rne: rounding by bit masking
   int out_drop = 0;           // 52 - output mantissa bits
+  unsigned long long out_keep = 0;  // ~(2^out_drop - 1): out_e8 cut toward zero, on a double
   bool redo_only = false;     // per-output kernel: only outputs holding kRedoBits
   bool out_fp32_model = false;  // the model's output is fp32 itself (c=add: one fp32 add)
   ChunkParts chunks;          // a K-parallel slice's workspace (tiled kernels)

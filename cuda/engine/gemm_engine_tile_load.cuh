@@ -79,10 +79,14 @@ struct TileFold {
   const float* scales = nullptr;
   int cols = 1, div = 1, block = 0;  // block 0: one scale for all of K
   bool bcast = false;
-  __device__ __forceinline__ float scale(int row, int k) const {
-    const int kb = block == 0 ? 0 : k / block;
-    return scales[bcast ? kb : std::size_t(unsigned(row / div)) * unsigned(cols) + kb];
+  // Where row's scales start, and the one of element k from there.
+  __device__ __forceinline__ std::size_t row_base(int row) const {
+    return bcast ? 0 : std::size_t(unsigned(row / div)) * unsigned(cols);
   }
+  __device__ __forceinline__ float at(std::size_t base, int k) const {
+    return scales[base + (block == 0 ? 0 : k / block)];
+  }
+  __device__ __forceinline__ float scale(int row, int k) const { return at(row_base(row), k); }
   __device__ __forceinline__ int shift(int row, int k) const {
     return scales == nullptr ? 0 : fold_shift(scale(row, k));
   }
@@ -247,26 +251,62 @@ __device__ __forceinline__ void decode_code_row(const uint4 (&w)[PER / 16], unsi
     reinterpret_cast<unsigned short*>(bits)[kbeg / 16] = static_cast<unsigned short>(sb);
 }
 
-// One slab of both operands read as codes (TileOperand::code): thread t decodes part
-// t / (BM + BN) (of S: halves of the slab's 32 K elements where the block has twice as many
-// threads as rows, else all of them) of row t % (BM + BN) of the tiles, A's rows then B's, so
-// that a warp's lanes are consecutive rows (its shared-memory stores hit 32 banks). A part's
-// codes are one 16-byte load each 16 where the row and the part are whole and the rows lie on
-// 16 bytes (vec16), else byte loads, +0 beyond the operand's rows and cols.
+// The part of a slab of codes thread t decodes (load_code_slab): part t / (BM + BN) (of S:
+// halves of the slab's 32 K elements where the block has twice as many threads as rows, else
+// all of them) of row t % (BM + BN) of the tiles, A's rows then B's, so that a warp's lanes
+// are consecutive rows (its shared-memory stores hit 32 banks). none: threads past them.
+template <int BM, int BN, int NT>
+struct CodeSlabPart {
+  static constexpr int ROWS = BM + BN, S = NT >= 2 * ROWS ? 2 : 1, PER = kTileBk / S;
+  bool none, is_a;
+  int r, row, kbeg;  // the tile's row r, the operand's row, the part's first K of the slab
+  __device__ __forceinline__ CodeSlabPart(int m0, int n0) {
+    const int t = threadIdx.x;
+    none = t >= S * ROWS;
+    const int part = S == 1 ? 0 : t / ROWS, rr = t - part * ROWS;
+    kbeg = part * PER;
+    is_a = rr < BM;
+    r = is_a ? rr : rr - BM;
+    row = (is_a ? m0 : n0) + r;
+  }
+  __device__ __forceinline__ const TileOperand& operand(const TileParams& tp) const {
+    return is_a ? tp.ta : tp.tb;
+  }
+};
+
+// Where the thread's row of folded scales starts (FOLD: the kernels that fold; 0 elsewhere),
+// once per tile: its division is not redone for every slab.
+template <int BM, int BN, int NT, bool FOLD>
+__device__ __forceinline__ std::size_t code_slab_fold_base(const TileParams& tp, int m0,
+                                                           int n0) {
+  const CodeSlabPart<BM, BN, NT> pt(m0, n0);
+  const TileOperand& o = pt.operand(tp);
+  return FOLD && !pt.none && o.fold.scales != nullptr ? o.fold.row_base(pt.row) : 0;
+}
+
+// One slab of both operands read as codes (TileOperand::code), each thread its CodeSlabPart.
+// A part's codes are one 16-byte load each 16 where the row and the part are whole and the
+// rows lie on 16 bytes (vec16), else byte loads, +0 beyond the operand's rows and cols.
+// Folded scales: the part's scale is read first (fold_base: code_slab_fold_base), so that its
+// load is in flight with the codes'.
 template <int BM, int BN, int NT, int PAD, bool FOLD, class V>
 __device__ __forceinline__ void load_code_slab(const TileParams& tp, int m0, int n0, int k0,
-                                               const uint2* lut, V (*As)[BM + PAD],
-                                               int (*Am)[BM + PAD], short (*Ae)[BM + 2 * PAD],
-                                               unsigned* Abits, V (*Bs)[BN + PAD],
-                                               int (*Bm)[BN + PAD], unsigned (*Be)[BN + PAD],
-                                               unsigned* Bbits) {
-  constexpr int ROWS = BM + BN, S = NT >= 2 * ROWS ? 2 : 1, PER = kTileBk / S, W = PER / 16;
-  const int t = threadIdx.x;
-  if (t >= S * ROWS) return;
-  const int part = S == 1 ? 0 : t / ROWS, rr = t - part * ROWS, kbeg = part * PER;
-  const bool is_a = rr < BM;
-  const TileOperand& o = is_a ? tp.ta : tp.tb;
-  const int r = is_a ? rr : rr - BM, row = (is_a ? m0 : n0) + r;
+                                               std::size_t fold_base, const uint2* lut,
+                                               V (*As)[BM + PAD], int (*Am)[BM + PAD],
+                                               short (*Ae)[BM + 2 * PAD], unsigned* Abits,
+                                               V (*Bs)[BN + PAD], int (*Bm)[BN + PAD],
+                                               unsigned (*Be)[BN + PAD], unsigned* Bbits) {
+  using Part = CodeSlabPart<BM, BN, NT>;
+  constexpr int PER = Part::PER, W = PER / 16;
+  const Part pt(m0, n0);
+  if (pt.none) return;
+  const bool is_a = pt.is_a;
+  const int r = pt.r, row = pt.row, kbeg = pt.kbeg;
+  const TileOperand& o = pt.operand(tp);
+  // The part's folded scale (FOLD): the launch folds codes only where a scale block holds
+  // whole slabs (a multiple of 32 elements), so one scale, the one of k0, covers the part.
+  const bool folds = FOLD && o.fold.scales != nullptr && row < o.rows;
+  const float sc = folds ? o.fold.at(fold_base, k0) : 1.0f;
   const unsigned char* src =
       o.code + std::size_t(unsigned(row)) * unsigned(o.ld) + unsigned(k0 + kbeg);
   uint4 w[W];
@@ -291,14 +331,8 @@ __device__ __forceinline__ void load_code_slab(const TileParams& tp, int m0, int
     if (PER < 32 && valid == (1u << (PER % 32)) - 1u) valid = ~0u;  // whole after all
   }
   const uint2* tab = lut + (is_a ? 0 : kTileLutEntries);
-  // The part's folded scale (FOLD: the kernels that fold): the launch folds codes only where a
-  // scale block holds whole slabs (a multiple of 32 elements), so one scale covers the part.
-  float sc = 1.0f;
-  unsigned shift = 0;
-  if (FOLD && o.fold.scales != nullptr && row < o.rows) {
-    sc = o.fold.scale(row, k0 + kbeg);
-    shift = __byte_perm(static_cast<unsigned>(fold_shift(sc)), 0, 0x1010);
-  }
+  const unsigned shift =
+      folds ? __byte_perm(static_cast<unsigned>(fold_shift(sc)), 0, 0x1010) : 0u;
   if (is_a) {
     constexpr int ST = BM + PAD, EST = BM + 2 * PAD;
     if (valid == ~0u)

@@ -56,26 +56,34 @@ __device__ __forceinline__ int c_tile_exponent(float c) {
 enum TileMode : int { kJoinRz = 0, kJoinRne = 1, kAddFp32 = 2 };
 
 // The end of a wide step (tiled_gemm_f32's WIDE: double steps on the host's side,
-// DeviceStep::f64): the products' signed sum S in units of the grid 2^E (|S| < 2^34), joined
-// exactly in int64 with c's term (a join: |c| < 2^(E + frac + 1) cut to 2^E in a double), the
-// step's sum S 2^E exact in a double and rounded once by finish_step; c added after (join
-// false). An output that is not finite is redone.
-template <bool RNE>
-__device__ __forceinline__ float wide_step_output(const Params& p, long long S, int E, bool join,
+// DeviceStep::f64): the products' signed sum S in units of the grid 2^E (|S| < 2^33; mgd =
+// 2^(E + 52)) joined exactly with c's term (JOIN: |c| < 2^(E + frac + 1) cut toward zero to
+// the grid by one DADD, whose low word is the cut magnitude, 0 for a zero c); S 2^E made
+// exact in a double as (1.5 2^(E + 52) + S 2^E) - 1.5 2^(E + 52) (|S| < 2^51 keeps the sum in
+// the magic constant's binade, whose unit is 2^E); rounded toward zero to the e8mX output
+// by masking (finish_step's; the launch sends outputs rounded to nearest to the generic
+// kernel); c added after where it does not join. v is 0 or at least 2^E >= 2^-126 (the
+// kernel's grid_ok), so never below fp32's normal range (finish_step's generic rounding); a
+// result that is not finite is redone by the per-output kernel.
+template <bool JOIN>
+__device__ __forceinline__ float wide_step_output(const Params& p, long long S, double mgd,
                                                   float c, unsigned& redo, int bit) {
-  if (join && c != 0.0f) {
-    const double mg = Magic<double>::pow2(E + 52);
-    const double tc = Magic<double>::cut(fabs(double(c)), mg, RNE);
-    const long long nc = __double_as_longlong(tc) - __double_as_longlong(mg);
-    S += c < 0.0f ? -nc : nc;
+  if constexpr (JOIN) {
+    const unsigned nc = static_cast<unsigned>(__double2loint(__dadd_rz(fabs(double(c)), mgd)));
+    const unsigned sc = static_cast<unsigned>(__float_as_int(c) >> 31);
+    S += static_cast<int>((nc ^ sc) - sc);
   }
-  float r = __double2float_rn(finish_step(p, __ll2double_rn(S) * Magic<double>::pow2(E)));
-  if (!join) r = __fadd_rn(r, c);
-  if (!isfinite(r)) {
+  const unsigned long long mb = __double_as_longlong(mgd) + (1ull << 51);
+  const double v = __dsub_rn(__longlong_as_double(static_cast<long long>(mb + S)),
+                             __longlong_as_double(static_cast<long long>(mb)));
+  float out = __double2float_rn(__longlong_as_double(__double_as_longlong(v) &
+                                                     static_cast<long long>(p.out_keep)));
+  if constexpr (!JOIN) out = __fadd_rn(out, c);
+  if (!isfinite(out)) {
     redo |= 1u << bit;
-    r = 0.0f;
+    out = 0.0f;
   }
-  return r;
+  return out;
 }
 
 template <int G, bool RNE, int MODE, int TM, int TN, int BM, int BN, int MIN_BLOCKS,
@@ -84,6 +92,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
     tiled_gemm_f32(const TileParams tp) {
   constexpr int BK = kTileBk, PAD = kTilePad, TX = BN / TN, NT = (BM / TM) * TX;
   constexpr bool JOIN = MODE != kAddFp32, OUT_RNE = MODE == kJoinRne;
+  static_assert(!WIDE || !RNE, "the double step cuts its terms (and c's) toward zero");
   using V = std::conditional_t<WIDE, double, float>;  // the tiles' values (tile_value)
   static_assert(BK % G == 0 && NT % 32 == 0 && (TM % 8 == 0 || TM == 4 || TM == 2) &&
                 (TN % 4 == 0 || TN <= 2) && BM + BN <= NT);  // BM + BN: load_code_slab
@@ -128,16 +137,18 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
   bool grid_bad = false;
 #pragma unroll
   for (int i = 0; i < TM * TN; ++i) mainv[i][threadIdx.x] = main_start(g);
+  std::size_t fold_base = 0;  // read as codes, with folded scales: code_slab_fold_base
   if (codes) {
     load_code_tables<NT>(tp, const_cast<uint2*>(lut));
+    fold_base = code_slab_fold_base<BM, BN, NT, WIDE>(tp, m0, n0);
     __syncthreads();
   }
 
   for (int k0 = kr.begin; k0 < kr.end; k0 += BK) {
     // 0. The slab: values, sign masks (all-ones for a negative value), exponents, sign bits.
     if (codes) {
-      load_code_slab<BM, BN, NT, PAD, WIDE>(tp, m0, n0, k0, lut, As, Am, Ae, Abits, Bs, Bm, Be,
-                                              Bbits);
+      load_code_slab<BM, BN, NT, PAD, WIDE>(tp, m0, n0, k0, fold_base, lut, As, Am, Ae, Abits,
+                                              Bs, Bm, Be, Bbits);
     } else {
       load_tile_slab<BM, NT, false, PAD>(tp.ta, m0, k0, As, Am, Ae, Abits);
       load_tile_slab<BN, NT, true, PAD>(tp.tb, n0, k0, Bs, Bm, Be, Bbits);
@@ -277,8 +288,12 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
           if constexpr (WIDE) {  // the even and odd sums, and the negative terms' -1s
             const long long S = static_cast<long long>(static_cast<int>(sum[i][j])) +
                                 static_cast<int>(sum_lo[i][j]) + q;
-            const int E = (__double2hiint(mgd[i][j]) >> 20) - 1023 - 52;
-            acc[i][j] = wide_step_output<RNE>(p, S, E, JOIN, acc[i][j], redo, i * TN + j);
+            // The outputs' ends one after another: each reads redo as the one before left
+            // it (ANDed with a zero the compiler cannot see); run side by side, their
+            // temporaries spill (ptxas, 128 registers at two blocks an SM).
+            const double m = __hiloint2double(__double2hiint(mgd[i][j]),
+                                              __double2loint(mgd[i][j]) | (redo & (tp.one - 1)));
+            acc[i][j] = wide_step_output<JOIN>(p, S, m, acc[i][j], redo, i * TN + j);
             continue;
           }
           const int S = static_cast<int>(sum[i][j] + magic[i][j] * (2 * q - G) + q);
