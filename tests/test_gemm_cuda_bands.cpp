@@ -8,11 +8,14 @@
 // scales, columns in whole blocks of B's scales). Then gemm() itself at shapes where it
 // chooses bands (gemm_bands at an H100's or H200's 132 SMs: 2 bands of rows at 8192 x 1024 x
 // 128, 4 of columns at 16 x 4096 x 4096). FP8SIM_SEED overrides the seed; the first mismatch
-// is printed as one line.
+// is printed as one line. Then the uploads behind them: pageable memory through the library's
+// pinned staging buffers.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -109,8 +112,66 @@ int bands_test() {
   return t.bad == 0 && t.configs > 100 && chosen == 2 ? 0 : 1;
 }
 
+// Uploads of pageable memory (copy_device, copy_device_async) that go through the pinned
+// staging buffers (cuda/engine/host_staging.cu, 2 MiB and more): sizes that leave short
+// slabs and short thread stripes, odd offsets at both ends, the async copy followed at once
+// by a download on the same stream, and eight host threads uploading at once (one at a time
+// takes the staging threads, the others copy directly). Every byte back as it went.
+int staging_test() {
+  const std::size_t sizes[] = {(std::size_t(2) << 20) - 1, std::size_t(2) << 20,
+                               (std::size_t(17) << 20) + 13, (std::size_t(33) << 20) + 5};
+  int bad = 0, copies = 0;
+  auto round_trip = [&](std::size_t n, std::size_t offset, std::uint64_t seed, bool async) {
+    std::vector<std::uint8_t> host(n + offset), back(n);
+    std::uint64_t x = seed;
+    for (auto& b : host) b = static_cast<std::uint8_t>((x = x * 6364136223846793005ull + 1) >> 56);
+    DeviceBlock d;
+    d.p = device_pool_malloc(n + 1);
+    unsigned char* dst = static_cast<unsigned char*>(d.p) + 1;  // odd device address too
+    if (async) {
+      copy_device_async(dst, n, host.data() + offset, n, n, 1, true, nullptr);
+      copy_device(back.data(), dst, n, false);
+    } else {
+      copy_device(dst, host.data() + offset, n, true);
+      copy_device(back.data(), dst, n, false);
+    }
+    return std::equal(back.begin(), back.end(), host.begin() + std::ptrdiff_t(offset)) ? 0 : 1;
+  };
+  std::uint64_t seed = 900000;
+  for (const std::size_t n : sizes)
+    for (const std::size_t offset : {std::size_t(0), std::size_t(3)})
+      for (const bool async : {false, true}) {
+        bad += round_trip(n, offset, seed++, async);
+        ++copies;
+      }
+  std::vector<int> results(8, 1);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      int r = 0;
+      try {
+        for (int rep = 0; rep < 3; ++rep)
+          r += round_trip(sizes[3], std::size_t(t), 950000 + t * 10 + rep, t % 2 == 1);
+      } catch (const std::exception& e) {
+        fmt::print("staging: thread {}: {}\n", t, e.what());
+        r = 1;
+      }
+      results[t] = r;
+    });
+  for (auto& th : threads) th.join();
+  for (const int r : results) bad += r;
+  copies += 24;
+  fmt::print("staging: {} uploads of 2 MiB to 33 MiB (24 from 8 threads at once), {} differ\n",
+             copies, bad);
+  return bad;
+}
+
 }  // namespace
 
 TEST_CASE("gemm() on host codes in bands equals the CPU engine", "[gpu]") {
   CHECK(bands_test() == 0);
+}
+
+TEST_CASE("uploads through the pinned staging buffers arrive byte for byte", "[gpu]") {
+  CHECK(staging_test() == 0);
 }

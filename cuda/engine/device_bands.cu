@@ -17,7 +17,9 @@ void copy_device_async(void* dst, std::size_t dpitch, const void* src, std::size
   const cudaMemcpyKind kind = to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
   const auto st = static_cast<cudaStream_t>(stream);
   const char* what = to_device ? "upload" : "download";
-  if (rows == 1 || (dpitch == width && spitch == width))
+  const bool whole = rows == 1 || (dpitch == width && spitch == width);
+  if (whole && to_device && gpu::upload_staged(dst, src, width * rows, st)) return;
+  if (whole)
     check(cudaMemcpyAsync(dst, src, width * rows, kind, st), what);
   else
     check(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, kind, st), what);

@@ -100,4 +100,10 @@ class LaunchStream {
   bool owned_ = false;
 };
 
+// Copies `bytes` of pageable host memory at src to device memory at dst on stream st, through
+// the library's pinned staging buffers on several host threads (host_staging.cu); returns once
+// src may be reused. False, having copied nothing, where the copy is small or the staging
+// buffers are all taken (the caller copies directly).
+bool upload_staged(void* dst, const void* src, std::size_t bytes, cudaStream_t st);
+
 }  // namespace fp8sim::gpu
