@@ -113,12 +113,12 @@ int bands_test() {
 }
 
 // Uploads of pageable memory (copy_device, copy_device_async) that go through the pinned
-// staging buffers (cuda/engine/host_staging.cu, 2 MiB and more): sizes that leave short
+// staging buffers (cuda/engine/host_staging.cu, 8 MiB and more): sizes that leave short
 // slabs and short thread stripes, odd offsets at both ends, the async copy followed at once
 // by a download on the same stream, and eight host threads uploading at once (one at a time
 // takes the staging threads, the others copy directly). Every byte back as it went.
 int staging_test() {
-  const std::size_t sizes[] = {(std::size_t(2) << 20) - 1, std::size_t(2) << 20,
+  const std::size_t sizes[] = {(std::size_t(8) << 20) - 1, std::size_t(8) << 20,
                                (std::size_t(17) << 20) + 13, (std::size_t(33) << 20) + 5};
   int bad = 0, copies = 0;
   auto round_trip = [&](std::size_t n, std::size_t offset, std::uint64_t seed, bool async) {
@@ -161,7 +161,7 @@ int staging_test() {
   for (auto& th : threads) th.join();
   for (const int r : results) bad += r;
   copies += 24;
-  fmt::print("staging: {} uploads of 2 MiB to 33 MiB (24 from 8 threads at once), {} differ\n",
+  fmt::print("staging: {} uploads of 8 MiB to 33 MiB (24 from 8 threads at once), {} differ\n",
              copies, bad);
   return bad;
 }
