@@ -98,10 +98,11 @@ std::pair<std::vector<float>, std::vector<float>> scales(const GemmSpec& s, int 
   return {sa, sb};
 }
 
-// MMA-Sim (bench_mmasim.py) on the first rows of A and columns of B: {seconds, its D}, or
-// seconds < 0 when it did not run.
+// MMA-Sim (bench_mmasim.py) on the first rows of A and columns of B: {seconds, the best of
+// `reps` passes, its D}, or seconds < 0 when it did not run.
 std::pair<double, std::vector<float>> run_mmasim(const std::string& python, int Mr, int Nr, int K,
-                                                 int promote, const std::vector<std::uint8_t>& a,
+                                                 int promote, int reps,
+                                                 const std::vector<std::uint8_t>& a,
                                                  const std::vector<std::uint8_t>& b) {
   const fs::path dir = fs::temp_directory_path() / fmt::format("fp8sim-bench-{}", ::getpid());
   fs::create_directories(dir);
@@ -111,7 +112,8 @@ std::pair<double, std::vector<float>> run_mmasim(const std::string& python, int 
             std::size_t(Nr) * K);
   const char* src = std::getenv("FP8SIM_SOURCE_DIR");  // a build moved to another machine
   const fs::path script = fs::path(src ? src : FP8SIM_SOURCE_DIR) / "experiments" / "bench_mmasim.py";
-  const std::string cmd = fmt::format("'{}' '{}' '{}' {}", python, script.string(), dir.string(), promote);
+  const std::string cmd =
+      fmt::format("'{}' '{}' '{}' {} {}", python, script.string(), dir.string(), promote, reps);
   std::pair<double, std::vector<float>> out{-1.0, {}};
   if (std::system(cmd.c_str()) == 0 && fs::exists(dir / "D.npy")) {
     out.second = read_npy_checked((dir / "D.npy").string(), "<f4", {std::size_t(Mr), std::size_t(Nr)}).as<float>();
@@ -226,20 +228,21 @@ double cublaslt_rate(int M, int N, int K, int reps, std::string* why) {
 }
 
 // MMA-Sim at its best on the GPU beside a CUDA configuration: the first rows of A (all of N
-// and K) whose outputs take at most max_macs MACs (at least one row, at most M), its outputs
-// bit-compared with fp8sim's D (M x N) on them. rate < 0: it did not run.
+// and K) whose outputs take at most max_macs MACs (at least one row, at most M), the best of
+// `reps` passes as fp8sim's rates are, its outputs bit-compared with fp8sim's D (M x N) on
+// them. rate < 0: it did not run.
 struct MmaSimRun {
   double rate = -1;  // emulated MAC/s
   int rows = 0;
   std::size_t same = 0, checked = 0;
 };
 
-MmaSimRun mmasim_on_gpu(const std::string& python, int M, int N, int K, int promote,
+MmaSimRun mmasim_on_gpu(const std::string& python, int M, int N, int K, int promote, int reps,
                         const std::vector<std::uint8_t>& a, const std::vector<std::uint8_t>& b,
                         const std::vector<float>& D, double max_macs) {
   MmaSimRun r;
   r.rows = static_cast<int>(std::clamp(std::floor(max_macs / (double(N) * K)), 1.0, double(M)));
-  const auto [sec, Dm] = run_mmasim(python, r.rows, N, K, promote, a, b);
+  const auto [sec, Dm] = run_mmasim(python, r.rows, N, K, promote, reps, a, b);
   if (sec < 0) return r;
   r.rate = double(r.rows) * N * K / sec;
   for (std::size_t i = 0; i < Dm.size(); ++i) r.same += same_result(Dm[i], D[i]);
@@ -275,7 +278,8 @@ int bench_cuda(GemmSpec s, int M, int N, int K, const std::vector<std::uint8_t>&
   // MMA-Sim on the same GPU, vectorised (hopper-wgmma, no scales only).
   bool mmasim_ok = true;
   if (mmasim_macs > 0 && s.scaling == Scaling::none && !s.model.block_scale) {
-    const MmaSimRun mm = mmasim_on_gpu(python, M, N, K, s.promote_every, a, b, r.D, mmasim_macs);
+    const MmaSimRun mm =
+        mmasim_on_gpu(python, M, N, K, s.promote_every, reps, a, b, r.D, mmasim_macs);
     if (mm.rate < 0) {
       fmt::print("mmasim          not run (needs `pip install mmasim`, which pulls in torch)\n");
     } else {
@@ -371,7 +375,7 @@ int run_table(const std::string& python, int reps, int cpu_m, int cpu_n, double 
     const double lt = cublaslt_rate(w.M, w.N, w.K, reps, &why);
     std::string mm = "-", lead = "-";
     if (mmasim_macs > 0 && !c.s.model.block_scale && w.scaling == Scaling::none) {
-      const MmaSimRun run = mmasim_on_gpu(python, w.M, w.N, w.K, w.promote, c.a, c.b, r.D,
+      const MmaSimRun run = mmasim_on_gpu(python, w.M, w.N, w.K, w.promote, reps, c.a, c.b, r.D,
                                           mmasim_macs);
       if (run.rate < 0) {
         mm = "not run";
@@ -399,8 +403,8 @@ int run_table(const std::string& python, int reps, int cpu_m, int cpu_n, double 
              "copies included (large GEMMs in bands, copies overlapping kernels); peak "
              "memory: the device's high-water mark in gemm() (x: of the operands' codes plus D); "
              "MMA-Sim: its vectorised torch path (.dpa over whole tiles of D) on the same GPU and "
-             "codes, all of M or the first rows (all of N and K) within {:.3g} MACs, once, bits "
-             "compared with fp8sim's outputs.\n", reps, mmasim_macs);
+             "codes, all of M or the first rows (all of N and K) within {:.3g} MACs, best of {}, "
+             "bits compared with fp8sim's outputs.\n", reps, mmasim_macs, reps);
   return rc;
 }
 
