@@ -478,7 +478,7 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
   const bool e8 = m.output.min_exponent == -126 && m.output.max_exponent == 127;
   p.out_e8 = e8 && (m.output_rounding == kRz || m.output_rounding == kRne);
   p.out_drop = 52 - m.output.mantissa_bits;
-  p.out_keep = ~((1ull << p.out_drop) - 1);
+  p.out_keep = p.out_drop > 0 && p.out_drop < 64 ? ~((1ull << p.out_drop) - 1) : ~0ull;
   p.out_fp32_model = e8 && m.output.mantissa_bits == 23;
   p.k_parallel = launch.k_parallel;
   p.k_group = launch.k_group;
