@@ -6,6 +6,7 @@
 // registered (cudaHostRegister is process-wide: another thread's copy of the same buffer
 // could see it unregistered mid-copy), so concurrent calls on shared buffers stay safe.
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -35,12 +36,15 @@ constexpr int kMaxSlabs = 48;  // pinned memory held at most (48 MiB), all devic
 // The staging threads: started by the first staged upload and kept (they wait for work until
 // the process ends; never joined, as the CUDA runtime may be gone when static destructors
 // run). One upload at a time uses them: `busy`, tried, not waited for (a concurrent upload
-// copies directly).
+// copies directly). A child forked after they started has none of them: `mine` is false
+// there, and its uploads copy directly instead of waiting for threads that do not exist.
 class StagingThreads {
  public:
   std::mutex busy;
 
-  explicit StagingThreads(int n) {
+  bool mine() const { return ::getpid() == pid_; }
+
+  explicit StagingThreads(int n) : pid_(::getpid()) {
     for (int i = 0; i < n; ++i) {
       try {
         threads_.emplace_back([this, i] { serve(i); });
@@ -94,6 +98,7 @@ class StagingThreads {
   int pending_ = 0;
   std::exception_ptr error_;
   std::vector<std::thread> threads_;
+  const pid_t pid_;
 };
 
 StagingThreads& staging_threads() {
@@ -167,6 +172,7 @@ void give_slabs(const std::vector<Slab>& slabs) {
 bool upload_staged(void* dst, const void* src, std::size_t bytes, cudaStream_t st) {
   if (bytes < kMinStaged) return false;
   StagingThreads& workers = staging_threads();
+  if (!workers.mine()) return false;
   std::unique_lock<std::mutex> mine(workers.busy, std::try_to_lock);
   if (!mine.owns_lock()) return false;
   int device = 0;
