@@ -353,8 +353,6 @@ int capture_test() {
   return failed == 0 && sets > 0 ? 0 : 1;
 }
 
-// Random one-byte codes of f (at most 8 bits): every code equally likely, NaN/Inf kept at
-// `special` per mille.
 int host_codes_test() {
   const char* pairs[][2] = {{"e4m3", "e4m3"}, {"e5m2", "e5m2"}, {"e4m3", "e5m2"}, {"e3m2", "e2m3"}};
   const Scaling scalings[] = {Scaling::none, Scaling::tensor, Scaling::row, Scaling::block};

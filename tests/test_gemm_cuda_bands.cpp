@@ -122,27 +122,25 @@ int staging_test() {
   const std::size_t sizes[] = {(std::size_t(8) << 20) - 1, std::size_t(8) << 20,
                                (std::size_t(17) << 20) + 13, (std::size_t(33) << 20) + 5};
   int bad = 0, copies = 0;
-  auto round_trip = [&](std::size_t n, std::size_t offset, std::uint64_t seed, bool async) {
+  auto round_trip = [&](std::size_t n, std::size_t offset, std::uint64_t stream, bool async) {
     std::vector<std::uint8_t> host(n + offset), back(n);
-    std::uint64_t x = seed;
-    for (auto& b : host) b = static_cast<std::uint8_t>((x = x * 6364136223846793005ull + 1) >> 56);
+    for (std::size_t i = 0; i < host.size(); ++i)
+      host[i] = static_cast<std::uint8_t>(random_u64(seed(), stream, i) >> 56);
     DeviceBlock d;
     d.p = device_pool_malloc(n + 1);
     unsigned char* dst = static_cast<unsigned char*>(d.p) + 1;  // odd device address too
-    if (async) {
+    if (async)
       copy_device_async(dst, n, host.data() + offset, n, n, 1, true, nullptr);
-      copy_device(back.data(), dst, n, false);
-    } else {
+    else
       copy_device(dst, host.data() + offset, n, true);
-      copy_device(back.data(), dst, n, false);
-    }
+    copy_device(back.data(), dst, n, false);  // on the default stream: after the upload
     return std::equal(back.begin(), back.end(), host.begin() + std::ptrdiff_t(offset)) ? 0 : 1;
   };
-  std::uint64_t seed = 900000;
+  std::uint64_t stream = 900000;
   for (const std::size_t n : sizes)
     for (const std::size_t offset : {std::size_t(0), std::size_t(3)})
       for (const bool async : {false, true}) {
-        bad += round_trip(n, offset, seed++, async);
+        bad += round_trip(n, offset, stream++, async);
         ++copies;
       }
   std::vector<int> results(8, 1);
