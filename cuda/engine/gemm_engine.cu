@@ -382,8 +382,8 @@ void launch_group_sums_shape(const Params& p, cudaStream_t st) {
   check(cudaGetLastError(), "operand preparation launch");
   const dim3 grid((g.N + BN - 1) / BN, (g.M + BM - 1) / BM);
   const long long blocks = static_cast<long long>(grid.x) * grid.y;
-  auto kernel = gpu::tiled_group_sums<TM, TN, BM, BN, MINB>;
   if (const int pass = gpu::k_parallel_pass(p, blocks, MINB, gpu::kGsStep)) {
+    auto kernel = gpu::tiled_group_sums<TM, TN, BM, BN, MINB, true>;
     gpu::run_k_parallel(p, pass, blocks, MINB, [&](const gpu::ChunkParts& cp, int slices) {
       gpu::GroupParams sliced = gp;
       sliced.p.chunks = cp;
@@ -391,7 +391,7 @@ void launch_group_sums_shape(const Params& p, cudaStream_t st) {
     }, st);
     return;
   }
-  kernel<<<grid, (BM / TM) * (BN / TN), 0, st>>>(gp);
+  gpu::tiled_group_sums<TM, TN, BM, BN, MINB, false><<<grid, (BM / TM) * (BN / TN), 0, st>>>(gp);
   check(cudaGetLastError(), "tiled kernel launch");
 }
 

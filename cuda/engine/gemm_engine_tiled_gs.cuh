@@ -15,8 +15,12 @@
 // The operands are prepared once per GEMM (prepare_group_operand: int8 codes transposed in
 // words of 4 along K, and the words above). Outputs it cannot finish (a non-finite C, a step
 // that overflows) get kRedoBits and are redone by the per-output kernel. K-parallel
-// (Params::chunks set, gemm_engine_kpar.cuh): a block runs the chunks of slice blockIdx.z and
-// writes each chunk's partial instead of promoting it.
+// (KPAR, Params::chunks set, gemm_engine_kpar.cuh): a block runs the chunks of slice
+// blockIdx.z and writes each chunk's partial instead of promoting it. KPAR is an instance of
+// its own so that the other carries none of that code: with one instance for both, the
+// partials' stores in every output's promotion cost the whole kernel 6% (H100, 2026-11-27,
+// 4096^3 nvfp4 and mxf4: 4.70e12 to 4.71e12 MAC/s with one instance, 4.99e12 with two; the
+// float kernels, tried the same way, went 0.5% to 1% slower and keep one instance).
 #pragma once
 
 #include "engine/gemm_engine_tiled_f32.cuh"  // load_words
@@ -120,7 +124,7 @@ __device__ __forceinline__ void load_group_slab(const GroupOperand& o, int row0,
   }
 }
 
-template <int TM, int TN, int BM, int BN, int MIN_BLOCKS>
+template <int TM, int TN, int BM, int BN, int MIN_BLOCKS, bool KPAR>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
     tiled_group_sums(const GroupParams gp) {
   constexpr int PAD = 4, TX = BN / TN, NT = (BM / TM) * TX;
@@ -134,7 +138,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   const int K = g.K;
   const int chunk = g.promote_every == 0 ? K : g.promote_every;  // a multiple of the step
-  const KRange kr = slice_range(p.chunks, chunk, K);
+  const KRange kr = KPAR ? slice_range(p.chunks, chunk, K) : KRange{0, K};
 
   float acc[TM][TN], mainv[TM][TN];
   // Outputs the per-output kernel redoes (non-finite C, a step that overflows).
@@ -235,7 +239,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
           r = 0.0f;
         }
         acc[i][j] = r;
-        if (promote_now && p.chunks.out != nullptr) {  // K-parallel: the chunk's partial
+        if (KPAR && promote_now) {  // K-parallel: the chunk's partial
           store_part(p.chunks, g, m0 + ty * TM + i, n0 + tx * TN + j, next_promote - chunk,
                      chunk, r, (redo >> (i * TN + j)) & 1u);
           acc[i][j] = 0.0f;
@@ -247,7 +251,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
     if (promote_now) next_promote += chunk;
     __syncthreads();
   }
-  if (p.chunks.out != nullptr) return;
+  if (KPAR) return;
   store_d_tile<TM, TN>(p, m0 + ty * TM, n0 + tx * TN, redo,
                        [&](int i, int j) { return mainv[i][j]; });
 }
