@@ -67,9 +67,9 @@ constexpr int kScaleThreads = 256;
 __global__ void tensor_scales_kernel(const double* amax, DeviceScaleLayout l,
                                      const DeviceScaleRule* rule, float* tensor_scales) {
   __shared__ double part[kScaleThreads];
-  const int groups = (l.T + l.tensor_rows - 1) / l.tensor_rows;
-  for (int group = blockIdx.x; group < groups; group += gridDim.x) {
-    const std::size_t r0 = std::size_t(group) * l.tensor_rows;
+  const std::size_t groups = (std::size_t(l.T) + l.tensor_rows - 1) / l.tensor_rows;
+  for (std::size_t group = blockIdx.x; group < groups; group += gridDim.x) {
+    const std::size_t r0 = group * l.tensor_rows;
     const std::size_t r1 = min(r0 + l.tensor_rows, std::size_t(l.T));
     double m = 0;
     for (std::size_t i = r0 * l.cols + threadIdx.x; i < r1 * l.cols; i += blockDim.x)
@@ -171,8 +171,10 @@ DeviceQuantiseResult run_device_quantise(const DeviceQuantiseJob& j, const Devic
     const auto* d_rule = static_cast<const DeviceScaleRule*>(
         gpu::cached_constant(j.rule, sizeof *j.rule));
     if (tensor_count > 0) {
-      const int groups = (j.T + j.layout.tensor_rows - 1) / j.layout.tensor_rows;
-      tensor_scales_kernel<<<std::min(groups, 1 << 16), kScaleThreads, 0, st>>>(
+      const std::size_t groups =
+          (std::size_t(j.T) + j.layout.tensor_rows - 1) / j.layout.tensor_rows;
+      tensor_scales_kernel<<<unsigned(std::min<std::size_t>(groups, 1 << 16)), kScaleThreads,
+                             0, st>>>(
           amax, j.layout, d_rule, d_tensor);
       check(cudaGetLastError(), "tensor scales kernel launch");
     }
