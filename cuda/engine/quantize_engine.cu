@@ -59,20 +59,26 @@ __global__ void amax_kernel(const X* x, int T, int K, DeviceScaleGroups g, int p
   }
 }
 
-// One block per group of tensor_rows rows (l.tensor_rows): the largest of its maxima
-// (tensor_amax_step over the block's threads, then a tree: the maxima are nonnegative doubles,
-// never NaN, so the order cannot change the result of scales_from_amax's loop), its tensor
-// scale on each of its rows.
+// The largest maximum of each group of tensor_rows rows (l.tensor_rows; two-level scales, one
+// row per scale group: rows r0 to r1 are maxima r0 * cols to r1 * cols), as bits into
+// tamax[group]: one block per piece of kTensorPiece maxima of a group, tensor_amax_step over
+// its threads, then a tree, then an atomic max on the bits of a nonnegative double (ordered as
+// the doubles are). The maxima are nonnegative doubles, never NaN, so no order of these steps
+// can change the result of scales_from_amax's loop over them (which starts from 0, as tamax).
 constexpr int kScaleThreads = 256;
-__global__ void tensor_scales_kernel(const double* amax, DeviceScaleLayout l,
-                                     const DeviceScaleRule* rule, float* tensor_scales) {
+constexpr int kTensorPiece = 8192;
+__global__ void tensor_amax_kernel(const double* amax, DeviceScaleLayout l, std::size_t pieces,
+                                   unsigned long long* tamax) {
   __shared__ double part[kScaleThreads];
   const std::size_t groups = (std::size_t(l.T) + l.tensor_rows - 1) / l.tensor_rows;
-  for (std::size_t group = blockIdx.x; group < groups; group += gridDim.x) {
+  for (std::size_t item = blockIdx.x; item < groups * pieces; item += gridDim.x) {
+    const std::size_t group = item / pieces;
     const std::size_t r0 = group * l.tensor_rows;
     const std::size_t r1 = min(r0 + l.tensor_rows, std::size_t(l.T));
+    const std::size_t begin = r0 * l.cols + (item % pieces) * kTensorPiece;
+    const std::size_t end = min(begin + kTensorPiece, r1 * l.cols);
     double m = 0;
-    for (std::size_t i = r0 * l.cols + threadIdx.x; i < r1 * l.cols; i += blockDim.x)
+    for (std::size_t i = begin + threadIdx.x; i < end; i += blockDim.x)
       m = tensor_amax_step(m, amax[i]);
     part[threadIdx.x] = m;
     __syncthreads();
@@ -81,10 +87,19 @@ __global__ void tensor_scales_kernel(const double* amax, DeviceScaleLayout l,
         part[threadIdx.x] = tensor_amax_step(part[threadIdx.x], part[threadIdx.x + half]);
       __syncthreads();
     }
-    const float g = tensor_scale_of(part[0], *rule);
-    for (std::size_t r = r0 + threadIdx.x; r < r1; r += blockDim.x) tensor_scales[r] = g;
-    __syncthreads();  // part[0] read by every thread before the next group writes part
+    if (threadIdx.x == 0 && part[0] > 0)
+      atomicMax(&tamax[group], static_cast<unsigned long long>(__double_as_longlong(part[0])));
+    __syncthreads();  // part[0] read before the next item writes part
   }
+}
+
+// Each row's tensor scale, from its group's largest maximum (tensor_scale_of).
+__global__ void tensor_scales_kernel(const unsigned long long* tamax, DeviceScaleLayout l,
+                                     const DeviceScaleRule* rule, float* tensor_scales) {
+  for (std::size_t t = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; t < std::size_t(l.T);
+       t += std::size_t(gridDim.x) * blockDim.x)
+    tensor_scales[t] = tensor_scale_of(
+        __longlong_as_double(static_cast<long long>(tamax[t / l.tensor_rows])), *rule);
 }
 
 // Every scale of the layout (T x cols), each from its group's maximum (scale_at).
@@ -137,17 +152,22 @@ DeviceQuantiseResult run_device_quantise(const DeviceQuantiseJob& j, const Devic
   const std::size_t amax_size = std::max<std::size_t>(row_groups * g.cols, 1);
   const std::size_t scale_count = j.scales ? std::size_t(j.T) * j.layout.cols : 0;
   const std::size_t tensor_count = j.tensor_scales ? std::size_t(j.T) : 0;
-  // One allocation: the first bad index and the saturated count, the groups' maxima (as bits;
-  // 0 is +0.0), then the tensor scales and the scales (floats).
-  const std::size_t words_size = 2 + amax_size + (tensor_count + scale_count + 1) / 2;
+  const std::size_t tensor_groups =
+      tensor_count ? (std::size_t(j.T) + j.layout.tensor_rows - 1) / j.layout.tensor_rows : 0;
+  // One allocation: the first bad index and the saturated count, the groups' maxima and the
+  // tensor groups' (as bits; 0 is +0.0), then the tensor scales and the scales (floats).
+  const std::size_t words_size =
+      2 + amax_size + tensor_groups + (tensor_count + scale_count + 1) / 2;
   DeviceBuffer buf = gpu::device_alloc(words_size * sizeof(unsigned long long), st);
   auto* words = static_cast<unsigned long long*>(buf.get());
   unsigned long long* d_bad = words;
   unsigned long long* d_count = words + 1;
   unsigned long long* d_amax = words + 2;
-  auto* d_tensor = reinterpret_cast<float*>(d_amax + amax_size);
+  unsigned long long* d_tamax = d_amax + amax_size;
+  auto* d_tensor = reinterpret_cast<float*>(d_tamax + tensor_groups);
   float* d_scales = d_tensor + tensor_count;
-  check(cudaMemsetAsync(words + 1, 0, (1 + amax_size) * sizeof(unsigned long long), st),
+  check(cudaMemsetAsync(words + 1, 0,
+                        (1 + amax_size + tensor_groups) * sizeof(unsigned long long), st),
         "memset");
   check(cudaMemsetAsync(d_bad, 0xff, sizeof(unsigned long long), st), "memset");  // none: >= n
 
@@ -171,11 +191,16 @@ DeviceQuantiseResult run_device_quantise(const DeviceQuantiseJob& j, const Devic
     const auto* d_rule = static_cast<const DeviceScaleRule*>(
         gpu::cached_constant(j.rule, sizeof *j.rule));
     if (tensor_count > 0) {
-      const std::size_t groups =
-          (std::size_t(j.T) + j.layout.tensor_rows - 1) / j.layout.tensor_rows;
-      tensor_scales_kernel<<<unsigned(std::min<std::size_t>(groups, 1 << 16)), kScaleThreads,
-                             0, st>>>(
-          amax, j.layout, d_rule, d_tensor);
+      // Pieces of a group's maxima: its rows (at most T) times cols, kTensorPiece at a time.
+      const std::size_t rows = std::min<std::size_t>(j.layout.tensor_rows, j.T);
+      const std::size_t pieces = (rows * j.layout.cols + kTensorPiece - 1) / kTensorPiece;
+      if (pieces > 0) {
+        const auto blocks = unsigned(std::min<std::size_t>(tensor_groups * pieces, 1 << 16));
+        tensor_amax_kernel<<<blocks, kScaleThreads, 0, st>>>(amax, j.layout, pieces, d_tamax);
+        check(cudaGetLastError(), "tensor amax kernel launch");
+      }
+      tensor_scales_kernel<<<blocks_for(tensor_count), 256, 0, st>>>(d_tamax, j.layout, d_rule,
+                                                                     d_tensor);
       check(cudaGetLastError(), "tensor scales kernel launch");
     }
     if (scale_count > 0) {

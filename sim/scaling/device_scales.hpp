@@ -131,7 +131,9 @@ FP8SIM_HOST_DEVICE inline float scale_of(double amax, const DeviceScaleRule& r, 
 
 // The largest maximum of rows [r0, r1) for their tensor scale, as scales_from_amax takes it:
 // amax[r0 * cols] to amax[r1 * cols - 1], one row per group (two-level scales are MX ones,
-// rows_per 1), from 0.
+// rows_per 1), from 0. The kernel (tensor_amax_kernel) reduces the same maxima by
+// tensor_amax_step in pieces and a tree: the device's maxima are nonnegative and never NaN,
+// where no order of the steps changes the result.
 FP8SIM_HOST_DEVICE inline double tensor_amax_of_rows(const double* amax, std::size_t r0,
                                                      std::size_t r1, int cols) {
   double m = 0;

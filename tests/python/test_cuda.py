@@ -363,7 +363,8 @@ def test_quantize_on_cuda_scale_edges(rng, fmt):
 
 def test_quantize_on_cuda_long_rows(rng):
     """Rows longer than one warp's piece (2048 elements): each row's, and the tensor's,
-    largest magnitude found across pieces, wherever it lies."""
+    largest magnitude found across pieces, wherever it lies; and a two-level tensor scale
+    over more block maxima than one block of the GPU reduces."""
     for T, K in [(3, 8192), (1, 40960)]:
         x = rng.normal(size=(T, K))
         for t in range(T):
@@ -374,6 +375,15 @@ def test_quantize_on_cuda_long_rows(rng):
             np.testing.assert_array_equal(got.scales, want.scales, err_msg=f"{T}x{K} {gran}")
             np.testing.assert_array_equal(got.codes.cpu().numpy(), want.codes,
                                           err_msg=f"{T}x{K} {gran}")
+    # Two-level tensor scales over more block maxima than one piece of the GPU's reduction
+    # (8192): 700 x 512 is 22400 maxima in 1 x 16 blocks, 11200 in 1 x 32, the largest in a
+    # later piece (and, 300 rows a tensor scale, pieces of two groups).
+    x = rng.normal(size=(700, 512))
+    x[int(rng.integers(600, 700)), int(rng.integers(512))] = 1e5
+    for scaling in ("nvfp4", "mx:ue4m3"):
+        for rows in (700, 300):
+            check_quantize_cuda(torch.from_numpy(x), "e2m1", scaling, "a", rows,
+                                f"700x512 {scaling} tensor_rows {rows}")
 
 
 def test_quantize_on_cuda_refuses_bad_input_in_one_line():
