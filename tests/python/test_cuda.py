@@ -254,16 +254,32 @@ def check_quantize_cuda(x, fmt, scaling, role, tensor_rows, where):
     if want.tensor_scales is not None:
         np.testing.assert_array_equal(got.tensor_scales.view(np.uint32),
                                       want.tensor_scales.view(np.uint32), err_msg=where)
+    # On torch's default stream (the engine's null stream: it waits for the codes) and on a
+    # stream of its own (it waits for the scales only, the codes following in stream order).
     for rows in (tensor_rows, 0):
-        fast = fp8sim._quantize_cuda(x.cuda(), fmt, scaling, role, rows, count_saturated=False)
         same = fp8sim.quantize(x64, fmt, scaling, role=role, tensor_rows=rows)
-        assert fast.saturated is None, where
-        np.testing.assert_array_equal(fast.codes.cpu().numpy(), same.codes, err_msg=where)
-        np.testing.assert_array_equal(fast.scales.view(np.uint32), same.scales.view(np.uint32),
-                                      err_msg=where)
-        if same.tensor_scales is not None:
-            np.testing.assert_array_equal(fast.tensor_scales.view(np.uint32),
-                                          same.tensor_scales.view(np.uint32), err_msg=where)
+        for stream in (None, side_stream()):
+            with torch.cuda.stream(stream):
+                fast = fp8sim._quantize_cuda(x.cuda(), fmt, scaling, role, rows,
+                                             count_saturated=False)
+                codes = fast.codes.cpu().numpy()
+            assert fast.saturated is None, where
+            np.testing.assert_array_equal(codes, same.codes, err_msg=where)
+            np.testing.assert_array_equal(fast.scales.view(np.uint32),
+                                          same.scales.view(np.uint32), err_msg=where)
+            if same.tensor_scales is not None:
+                np.testing.assert_array_equal(fast.tensor_scales.view(np.uint32),
+                                              same.tensor_scales.view(np.uint32), err_msg=where)
+
+
+_side = []
+
+
+def side_stream():
+    """A CUDA stream of the tests' own (not torch's default one), made once."""
+    if not _side:
+        _side.append(torch.cuda.Stream())
+    return _side[0]
 
 
 def quant_inputs(rng, fmt, T=200, K=256):
@@ -393,6 +409,11 @@ def test_quantize_on_cuda_refuses_bad_input_in_one_line():
         fp8sim.quantize(x, "e4m3", "none")
     with pytest.raises(ValueError, match=r"^x: value at index 519 is nan$"):
         fp8sim.quantize(x, "e4m3", "tile128")
+    torch.cuda.synchronize()  # x written on the default stream, read on the side stream
+    for scaling in ("tensor", "tile128", "nvfp4"):  # no count, on a stream of its own
+        with torch.cuda.stream(side_stream()):
+            with pytest.raises(ValueError, match=r"^x: value at index 519 is nan$"):
+                fp8sim._quantize_cuda(x, "e4m3", scaling, "a", 0, count_saturated=False)
     with pytest.raises(ValueError, match="format 'fp16' is 16 bits wide"):
         fp8sim.quantize(torch.ones(4, 256, device="cuda"), "fp16")
     with pytest.raises(ValueError, match="not a multiple of the block length 128"):
