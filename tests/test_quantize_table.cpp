@@ -1,17 +1,19 @@
-// test_quantize_table: the GPU quantiser's rounding (device_quantize.hpp's table_encode, the
-// same inline function nvcc compiles into the kernel) against encode() with RNE and
-// saturation, on every value, every midpoint and its neighbours, signed zeros, magnitudes
-// beyond the largest value and random doubles over the whole range, for every signed format
-// of at most 8 bits the quantiser takes. Runs on the CPU, so CI checks it without a GPU.
+// test_quantize_table: the GPU quantiser's rounding (device_table.hpp's table_encode and
+// table_round, the same inline functions nvcc compiles into the kernels) against encode() with
+// RNE and saturation, on every value, every midpoint and its neighbours, signed zeros,
+// magnitudes beyond the largest value and random doubles over the whole range: elements for
+// every signed format of at most 8 bits the quantiser takes, scales for UE4M3 (NaN, Inf and
+// negative values too). Runs on the CPU, so CI checks it without a GPU.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <stdexcept>
 #include <vector>
 
-#include "scaling/device_quantize.hpp"
+#include "scaling/device_table.hpp"
 #include "format/format.hpp"
 #include "scaling/quantize_device.hpp"
 #include "format/rounding.hpp"
@@ -58,8 +60,41 @@ TEST_CASE("the GPU quantiser's table rounds as encode() does", "[quantize][exhau
   }
 }
 
+TEST_CASE("the GPU quantiser's scale table rounds as encode() does", "[quantize][exhaustive]") {
+  std::mt19937_64 gen(1);
+  const FormatSpec f = format_by_name("ue4m3");
+  const DeviceRoundTable t = device_round_table(f);
+  REQUIRE(t.n == 127);  // UE4M3: codes 0x00 to 0x7e are 0 to 448, 0x7f is NaN
+  REQUIRE(t.value[t.n - 1] == 448);
+  std::vector<double> probes = {0.0, -0.0, std::numeric_limits<double>::denorm_min(),
+                                2 * t.value[t.n - 1], 1e300, INFINITY, -INFINITY, NAN, -1.0,
+                                -std::numeric_limits<double>::denorm_min(), -1e300};
+  for (int i = 0; i < t.n; ++i) {
+    const double v = t.value[i];
+    probes.insert(probes.end(), {v, std::nextafter(v, 0.0), std::nextafter(v, INFINITY), -v});
+    if (i + 1 < t.n) {
+      const double mid = 0.5 * (v + t.value[i + 1]);
+      probes.insert(probes.end(), {mid, std::nextafter(mid, 0.0), std::nextafter(mid, INFINITY)});
+    }
+  }
+  std::uniform_real_distribution<double> exponent(-14, 12);
+  for (int i = 0; i < 20000; ++i) probes.push_back(std::exp2(exponent(gen)));
+  const RoundingSpec rne_sat{Rounding::rne, Overflow::saturate, 32};
+  int mismatches = 0;
+  for (double v : probes) {
+    const double want = decode(f, encode(v, f, rne_sat)), got = table_round(v, t);
+    const bool same = std::isnan(want) ? std::isnan(got)
+                                       : std::memcmp(&want, &got, sizeof want) == 0;
+    if (!same && ++mismatches <= 5)
+      FAIL_CHECK("ue4m3: table_round(" << v << ") = " << got << ", encode gives " << want);
+  }
+  CHECK(mismatches == 0);
+}
+
 TEST_CASE("the GPU quantiser refuses formats it cannot round", "[quantize]") {
   CHECK_THROWS_AS(device_encode_table(format_by_name("fp16")), std::invalid_argument);
   CHECK_THROWS_AS(device_encode_table(format_by_name("ue8m0")), std::invalid_argument);
   CHECK_THROWS_AS(device_encode_table(format_by_name("ue4m3")), std::invalid_argument);
+  CHECK_THROWS_AS(device_round_table(format_by_name("e4m3")), std::invalid_argument);
+  CHECK_THROWS_AS(device_round_table(format_by_name("ue8m0")), std::invalid_argument);  // no 0
 }

@@ -1,7 +1,9 @@
 // quantize_engine: the GPU steps of quantise_operand (sim/scaling/device_quantize.hpp): each scale
-// group's largest magnitude, and every element's code of x / s. Exact: magnitudes are
-// compared, not summed, x / s is one IEEE double division (correctly rounded on the device as
-// on the host), and codes come from the host's table of exact values and midpoints.
+// group's largest magnitude, the scales from those (sim/scaling/device_scales.hpp, the host's
+// functions compiled for the device), and every element's code of x / s. Exact: magnitudes
+// are compared, not summed, a scale is computed by the host's own IEEE operations, x / s is one
+// IEEE double division (correctly rounded on the device as on the host), and codes come from
+// the host's table of exact values and midpoints.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -57,27 +59,81 @@ __global__ void amax_kernel(const X* x, int T, int K, DeviceScaleGroups g, int p
   }
 }
 
-// scales null: every element's scale is `one` (one scale for the operand, by value).
+// The largest maximum of each group of tensor_rows rows (l.tensor_rows; two-level scales, one
+// row per scale group: rows r0 to r1 are maxima r0 * cols to r1 * cols), as bits into
+// tamax[group]: one block per piece of kTensorPiece maxima of a group, tensor_amax_step over
+// its threads, then a tree, then an atomic max on the bits of a nonnegative double (ordered as
+// the doubles are). The maxima are nonnegative doubles, never NaN, so no order of these steps
+// can change the result of scales_from_amax's loop over them (which starts from 0, as tamax).
+constexpr int kScaleThreads = 256;
+constexpr int kTensorPiece = 8192;
+__global__ void tensor_amax_kernel(const double* amax, DeviceScaleLayout l, std::size_t pieces,
+                                   unsigned long long* tamax) {
+  __shared__ double part[kScaleThreads];
+  const std::size_t groups = (std::size_t(l.T) + l.tensor_rows - 1) / l.tensor_rows;
+  for (std::size_t item = blockIdx.x; item < groups * pieces; item += gridDim.x) {
+    const std::size_t group = item / pieces;
+    const std::size_t r0 = group * l.tensor_rows;
+    const std::size_t r1 = min(r0 + l.tensor_rows, std::size_t(l.T));
+    const std::size_t begin = r0 * l.cols + (item % pieces) * kTensorPiece;
+    const std::size_t end = min(begin + kTensorPiece, r1 * l.cols);
+    double m = 0;
+    for (std::size_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+      m = tensor_amax_step(m, amax[i]);
+    part[threadIdx.x] = m;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+      if (int(threadIdx.x) < half)
+        part[threadIdx.x] = tensor_amax_step(part[threadIdx.x], part[threadIdx.x + half]);
+      __syncthreads();
+    }
+    if (threadIdx.x == 0 && part[0] > 0)
+      atomicMax(&tamax[group], static_cast<unsigned long long>(__double_as_longlong(part[0])));
+    __syncthreads();  // part[0] read before the next item writes part
+  }
+}
+
+// Each row's tensor scale, from its group's largest maximum (tensor_scale_of).
+__global__ void tensor_scales_kernel(const unsigned long long* tamax, DeviceScaleLayout l,
+                                     const DeviceScaleRule* rule, float* tensor_scales) {
+  for (std::size_t t = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; t < std::size_t(l.T);
+       t += std::size_t(gridDim.x) * blockDim.x)
+    tensor_scales[t] = tensor_scale_of(
+        __longlong_as_double(static_cast<long long>(tamax[t / l.tensor_rows])), *rule);
+}
+
+// Every scale of the layout (T x cols), each from its group's maximum (scale_at).
+__global__ void scales_kernel(const double* amax, const float* tensor_scales, DeviceScaleLayout l,
+                              const DeviceScaleRule* rule, float* scales) {
+  const std::size_t n = std::size_t(l.T) * l.cols;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x)
+    scales[i] = scale_at(amax, tensor_scales, l, *rule, i);
+}
+
+// scales null: every element's scale is its tensor scale (or 1). Writes nothing where an
+// element is not finite (*bad < T * K).
 template <class X>
-__global__ void encode_kernel(const X* x, int T, int K, const float* scales, float one, int cols,
-                              int nc, const float* tensor_scales, const DeviceEncodeTable* table,
-                              unsigned char* codes, unsigned long long* saturated) {
+__global__ void encode_kernel(const X* x, int T, int K, const float* scales, int cols, int nc,
+                              const float* tensor_scales, const DeviceEncodeTable* table,
+                              const unsigned long long* bad, unsigned char* codes,
+                              unsigned long long* saturated) {
   static_assert(sizeof(DeviceEncodeTable) % 4 == 0, "copied in 4-byte words");
   __shared__ alignas(8) int words[sizeof(DeviceEncodeTable) / 4];
+  const std::size_t n = std::size_t(T) * K;
+  if (*bad < n) return;
   for (int i = threadIdx.x; i < int(sizeof words / 4); i += blockDim.x)
     words[i] = reinterpret_cast<const int*>(table)[i];
   __syncthreads();
   const DeviceEncodeTable& e = *reinterpret_cast<const DeviceEncodeTable*>(words);
   const double top = e.value[e.n - 1];
   unsigned long long over = 0;
-  const std::size_t n = std::size_t(T) * K;
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
        i += std::size_t(gridDim.x) * blockDim.x) {
     const std::size_t t = i / K;
     const int k = static_cast<int>(i % K);
     const double s = (tensor_scales ? double(tensor_scales[t]) : 1.0) *
-                     (cols == 0 ? 1.0 : !scales ? double(one)
-                                 : double(scales[t * cols + (cols == 1 ? 0 : k / nc)]));
+                     (scales ? double(scales[t * cols + (cols == 1 ? 0 : k / nc)]) : 1.0);
     const double v = load(x, i) / s;
     if (fabs(v) > top) ++over;
     codes[i] = table_encode(v, e);
@@ -87,81 +143,117 @@ __global__ void encode_kernel(const X* x, int T, int K, const float* scales, flo
 
 }  // namespace
 
-long long run_device_amax(const void* x, bool x_double, int T, int K, const DeviceScaleGroups& g,
-                          double* amax, std::size_t amax_size, const DeviceLaunch& launch) {
+DeviceQuantiseResult run_device_quantise(const DeviceQuantiseJob& j, const DeviceLaunch& launch) {
   const gpu::LaunchStream stream(launch);
   const cudaStream_t st = stream.get();
-  const std::size_t n = std::size_t(T) * K;
-  // One allocation: the first bad index, then the groups' maxima (as bits; 0 is +0.0).
-  DeviceBuffer buf = gpu::device_alloc((1 + amax_size) * sizeof(unsigned long long), st);
+  const std::size_t n = std::size_t(j.T) * j.K;
+  const DeviceScaleGroups& g = j.groups;
+  const std::size_t row_groups = (std::size_t(j.T) + g.rows_per - 1) / g.rows_per;
+  const std::size_t amax_size = std::max<std::size_t>(row_groups * g.cols, 1);
+  const std::size_t scale_count = j.scales ? std::size_t(j.T) * j.layout.cols : 0;
+  const std::size_t tensor_count = j.tensor_scales ? std::size_t(j.T) : 0;
+  const std::size_t tensor_groups =
+      tensor_count ? (std::size_t(j.T) + j.layout.tensor_rows - 1) / j.layout.tensor_rows : 0;
+  // One allocation: the first bad index and the saturated count, the groups' maxima and the
+  // tensor groups' (as bits; 0 is +0.0), then the tensor scales and the scales (floats).
+  const std::size_t words_size =
+      2 + amax_size + tensor_groups + (tensor_count + scale_count + 1) / 2;
+  DeviceBuffer buf = gpu::device_alloc(words_size * sizeof(unsigned long long), st);
   auto* words = static_cast<unsigned long long*>(buf.get());
-  check(cudaMemsetAsync(words + 1, 0, amax_size * sizeof(unsigned long long), st), "memset");
-  check(cudaMemsetAsync(words, 0xff, sizeof(unsigned long long), st), "memset");  // none: >= n
+  unsigned long long* d_bad = words;
+  unsigned long long* d_count = words + 1;
+  unsigned long long* d_amax = words + 2;
+  unsigned long long* d_tamax = d_amax + amax_size;
+  auto* d_tensor = reinterpret_cast<float*>(d_tamax + tensor_groups);
+  float* d_scales = d_tensor + tensor_count;
+  check(cudaMemsetAsync(words + 1, 0,
+                        (1 + amax_size + tensor_groups) * sizeof(unsigned long long), st),
+        "memset");
+  check(cudaMemsetAsync(d_bad, 0xff, sizeof(unsigned long long), st), "memset");  // none: >= n
+
+  // 1. The groups' maxima and the first element that is not finite.
   if (g.cols > 0 && n > 0) {
     const int pieces = (g.width + kPiece - 1) / kPiece;
-    const unsigned blocks = blocks_for(std::size_t(T) * g.cols * pieces * 32);
-    if (x_double)
-      amax_kernel<<<blocks, 256, 0, st>>>(static_cast<const double*>(x), T, K, g, pieces,
-                                          words + 1, words);
+    const unsigned blocks = blocks_for(std::size_t(j.T) * g.cols * pieces * 32);
+    if (j.x_double)
+      amax_kernel<<<blocks, 256, 0, st>>>(static_cast<const double*>(j.x), j.T, j.K, g, pieces,
+                                          d_amax, d_bad);
     else
-      amax_kernel<<<blocks, 256, 0, st>>>(static_cast<const float*>(x), T, K, g, pieces,
-                                          words + 1, words);
+      amax_kernel<<<blocks, 256, 0, st>>>(static_cast<const float*>(j.x), j.T, j.K, g, pieces,
+                                          d_amax, d_bad);
     check(cudaGetLastError(), "amax kernel launch");
   }
-  unsigned long long first_bad = 0;
-  check(cudaMemcpyAsync(&first_bad, words, sizeof first_bad, cudaMemcpyDeviceToHost, st),
-        "download");
-  check(cudaMemcpyAsync(amax, words + 1, amax_size * sizeof(double), cudaMemcpyDeviceToHost, st),
-        "download");
-  check(cudaStreamSynchronize(st), "amax kernel");
-  return first_bad < n ? static_cast<long long>(first_bad) : -1;
-}
 
-std::size_t run_device_encode(const void* x, bool x_double, int T, int K, const float* scales,
-                              int cols, int nc, const float* tensor_scales,
-                              const DeviceEncodeTable& table, unsigned char* codes,
-                              const DeviceLaunch& launch, bool count) {
-  const gpu::LaunchStream stream(launch);
-  const cudaStream_t st = stream.get();
-  const std::size_t n = std::size_t(T) * K;
-  if (n == 0) return 0;
-  // The table from the device's cached copy (uploaded once per format); one scale for every
-  // row (tensor scaling) by value; other scales uploaded from the host.
-  const auto* d_table = static_cast<const DeviceEncodeTable*>(
-      gpu::cached_constant(&table, sizeof table));
-  const bool one = cols == 1 && !tensor_scales && scales &&
-                   std::all_of(scales, scales + T, [&](float v) {
-                     return std::memcmp(&v, scales, sizeof v) == 0;  // the same bits
-                   });
-  DeviceBuffer keep_scales, keep_tensor, keep_count;
-  const float* d_scales =
-      one ? nullptr : gpu::upload(scales, std::size_t(T) * cols, st, keep_scales);
-  const float* d_tensor = gpu::upload(tensor_scales, tensor_scales ? std::size_t(T) : 0, st,
-                                      keep_tensor);
-  unsigned long long* d_count = nullptr;
-  if (count) {
-    keep_count = gpu::device_alloc(sizeof(unsigned long long), st);
-    d_count = static_cast<unsigned long long*>(keep_count.get());
-    check(cudaMemsetAsync(d_count, 0, sizeof *d_count, st), "memset");
+  // 2. The scales from the maxima (the rule from the device's cached copy, uploaded once per
+  // format): tensor scales first, which the scales read.
+  const auto* amax = reinterpret_cast<const double*>(d_amax);
+  if (tensor_count > 0 || scale_count > 0) {
+    const auto* d_rule = static_cast<const DeviceScaleRule*>(
+        gpu::cached_constant(j.rule, sizeof *j.rule));
+    if (tensor_count > 0) {
+      // Pieces of a group's maxima: its rows (at most T) times cols, kTensorPiece at a time.
+      const std::size_t rows = std::min<std::size_t>(j.layout.tensor_rows, j.T);
+      const std::size_t pieces = (rows * j.layout.cols + kTensorPiece - 1) / kTensorPiece;
+      if (pieces > 0) {
+        const auto blocks = unsigned(std::min<std::size_t>(tensor_groups * pieces, 1 << 16));
+        tensor_amax_kernel<<<blocks, kScaleThreads, 0, st>>>(amax, j.layout, pieces, d_tamax);
+        check(cudaGetLastError(), "tensor amax kernel launch");
+      }
+      tensor_scales_kernel<<<blocks_for(tensor_count), 256, 0, st>>>(d_tamax, j.layout, d_rule,
+                                                                     d_tensor);
+      check(cudaGetLastError(), "tensor scales kernel launch");
+    }
+    if (scale_count > 0) {
+      scales_kernel<<<blocks_for(scale_count), 256, 0, st>>>(
+          amax, tensor_count > 0 ? d_tensor : nullptr, j.layout, d_rule, d_scales);
+      check(cudaGetLastError(), "scales kernel launch");
+    }
   }
-  const float one_scale = one ? scales[0] : 1.0f;
-  const unsigned blocks = blocks_for(n);
-  if (x_double)
-    encode_kernel<<<blocks, 256, 0, st>>>(static_cast<const double*>(x), T, K, d_scales,
-                                          one_scale, cols, nc, d_tensor, d_table, codes, d_count);
-  else
-    encode_kernel<<<blocks, 256, 0, st>>>(static_cast<const float*>(x), T, K, d_scales,
-                                          one_scale, cols, nc, d_tensor, d_table, codes, d_count);
-  check(cudaGetLastError(), "encode kernel launch");
-  // Without the count, nothing uploaded from the host and a stream of the caller's: no wait
-  // (the codes are written in stream order, before what the caller queues next there).
-  if (!count && !keep_scales && !keep_tensor && launch.stream) return 0;
-  unsigned long long counted = 0;
-  if (count)
-    check(cudaMemcpyAsync(&counted, d_count, sizeof counted, cudaMemcpyDeviceToHost, st),
-          "download");
-  check(cudaStreamSynchronize(st), "encode kernel");
-  return static_cast<std::size_t>(counted);
+
+  // 4. One download of everything the host gets: to pageable memory, each copy returns once
+  // it is done.
+  DeviceQuantiseResult result;
+  unsigned long long head[2] = {0, 0};  // first bad index, saturated count
+  const auto download = [&] {
+    check(cudaMemcpyAsync(head, words, sizeof head, cudaMemcpyDeviceToHost, st), "download");
+    if (tensor_count > 0)
+      check(cudaMemcpyAsync(j.tensor_scales, d_tensor, tensor_count * sizeof(float),
+                            cudaMemcpyDeviceToHost, st), "download");
+    if (scale_count > 0)
+      check(cudaMemcpyAsync(j.scales, d_scales, scale_count * sizeof(float),
+                            cudaMemcpyDeviceToHost, st), "download");
+    check(cudaStreamSynchronize(st), "quantize kernels");
+    result.first_bad = head[0] < n ? static_cast<long long>(head[0]) : -1;
+    result.saturated = static_cast<std::size_t>(head[1]);
+  };
+  // Without the count, on a stream of the caller's: the host waits for the scales only, and
+  // the codes follow in stream order (none where an element is not finite).
+  const bool wait_for_codes = j.count || !launch.stream;
+  if (!wait_for_codes) {
+    download();
+    if (result.first_bad >= 0) return result;
+  }
+
+  // 3. The codes, from the scales on the device (the element format's table from the device's
+  // cached copy).
+  if (n > 0) {
+    const auto* d_table = static_cast<const DeviceEncodeTable*>(
+        gpu::cached_constant(j.table, sizeof *j.table));
+    const int cols = j.scales ? j.layout.cols : 0;
+    const unsigned blocks = blocks_for(n);
+    unsigned long long* count = j.count ? d_count : nullptr;
+    const float* scales = scale_count > 0 ? d_scales : nullptr;
+    const float* tensor = tensor_count > 0 ? d_tensor : nullptr;
+    if (j.x_double)
+      encode_kernel<<<blocks, 256, 0, st>>>(static_cast<const double*>(j.x), j.T, j.K, scales,
+                                            cols, j.nc, tensor, d_table, d_bad, j.codes, count);
+    else
+      encode_kernel<<<blocks, 256, 0, st>>>(static_cast<const float*>(j.x), j.T, j.K, scales,
+                                            cols, j.nc, tensor, d_table, d_bad, j.codes, count);
+    check(cudaGetLastError(), "encode kernel launch");
+  }
+  if (wait_for_codes) download();
+  return result;
 }
 
 }  // namespace fp8sim

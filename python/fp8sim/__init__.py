@@ -263,10 +263,10 @@ def quantize(x: ArrayLike, fmt: str = "e4m3", scaling: str = "tensor", rounding:
 def _quantize_cuda(x, fmt: str, scaling: str, role: str, tensor_rows: int,
                    count_saturated: bool = True) -> Quantized:
     """quantize() of a torch CUDA tensor on its device and torch's current stream: codes a
-    uint8 CUDA tensor, scales on the host (the same bits as on the CPU). count_saturated
-    False (fp8sim.torch's GEMM operands): ``saturated`` is None, not counted, and with one
-    scale for the tensor (or none) the call returns once the scales are known, the codes
-    following in stream order (no wait for them)."""
+    uint8 CUDA tensor, scales on the host (the same bits as on the CPU; computed on the GPU
+    and downloaded once). count_saturated False (fp8sim.torch's GEMM operands): ``saturated``
+    is None, not counted, and on a stream other than the legacy default one the call returns
+    once the scales are known, the codes following in stream order (no wait for them)."""
     import torch
     t = x.detach()
     if t.dtype in (torch.bfloat16, torch.float16):

@@ -40,7 +40,7 @@ class GemmTime:
     nothing to report). ``gemm_s``: wall time inside the GEMM calls (on the CPU the engine's
     whole work; on a GPU the engine's set-up and launches, and its wait where it synchronises:
     a code check, host scales). ``quantize_s``: wall time inside the quantisations (on a GPU
-    they wait for the block maxima, from which the host computes the scales). ``macs``: M * N
+    they wait for the scales, which the GPU computes from its block maxima). ``macs``: M * N
     * K summed over the GEMMs."""
     gemm_calls: int = 0
     macs: int = 0

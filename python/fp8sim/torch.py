@@ -5,9 +5,9 @@ fake kernels (``fp8sim::gemm``, ``fp8sim::quantize``, ``fp8sim::encode``), so th
 here work under ``torch.compile(fullgraph=True)``. CPU and CUDA tensors: on CUDA tensors
 ``fp8sim::gemm`` runs the CUDA engine in place (device pointers, torch's current stream, the
 same bits as the CPU engine) and ``fp8sim::quantize`` runs on the GPU (amax per scale
-block there, scales on the host, every code there), as does ``fp8sim::encode`` of finite
-values with rne and saturation (other roundings, NaN and Inf go through the CPU, and the
-codes come back to the input's device).
+block, the scales from those and every code there; the scales then downloaded), as does
+``fp8sim::encode`` of finite values with rne and saturation (other roundings, NaN and Inf go
+through the CPU, and the codes come back to the input's device).
 
 What ``scaled_mm`` models of cuBLASLt (``torch._scaled_mm``), all measured on an H100 and an
 H200 with CUDA 13 (docs/cublaslt.md): Hopper ``wgmma`` promoted to FP32 every 128 K

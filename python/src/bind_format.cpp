@@ -278,8 +278,8 @@ void bind_format(nb::module_& m) {
         nb::arg("scaling"), nb::arg("role"), nb::arg("tensor_rows"), nb::arg("stream"),
         nb::arg("count_saturated") = true,
         "quantise_resident: codes written in place on x's CUDA device; returns (scales, gemm "
-        "scaling, block, saturated, tensor scales); count_saturated false: saturated 0, not "
-        "counted, and no wait for the codes where no host array goes to the device.");
+        "scaling, block, saturated, tensor scales), computed on the device; count_saturated "
+        "false: saturated 0, not counted, and (stream not 0) no wait for the codes.");
 }
 
 }  // namespace fp8sim::py

@@ -1,82 +1,70 @@
 // device_quantize: the GPU side of quantise_operand (scaling.hpp) as plain data, for
-// cuda/engine/quantize_engine.cu. The host computes the scales from each group's largest magnitude
-// (scales_from_amax); the device finds those magnitudes and rounds every element.
+// cuda/engine/quantize_engine.cu. The device finds each scale group's largest magnitude,
+// computes the scales from them (device_scales.hpp, the bits of scales_from_amax) and rounds
+// every element (device_table.hpp); the maxima never leave the device and no scale is
+// uploaded: the host downloads the finished scales once.
 //
-// sim/ never includes CUDA headers; sim/scaling/quantize_device_stub.cpp defines these
-// functions (as an error) in a build without CUDA. Plain C++17 so that nvcc compiles it as it is.
+// sim/ never includes CUDA headers; sim/scaling/quantize_device_stub.cpp defines
+// run_device_quantise (as an error) in a build without CUDA. Plain C++17 so that nvcc compiles
+// it as it is.
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
-#include <cstring>
 
 #include "gemm/device_gemm.hpp"
+#include "scaling/device_scales.hpp"
+#include "scaling/device_table.hpp"
 
 namespace fp8sim {
 
-// Round-to-nearest-even with saturation into a signed format of at most 8 bits, as a table
-// the host fills from encode() itself (quantize_device.cpp), so that the device decides only
-// by exact comparisons of doubles: a magnitude a of a value v != 0 takes
-//   a > value[n-1]            over (v > 0) / over_neg
-//   a == value[j]             pos[j] / neg[j]
-//   value[j] < a < value[j+1] the nearer one's code; at the midpoint mid_pos[j] / mid_neg[j]
-// and v == +-0 takes zero_pos / zero_neg.
-struct DeviceEncodeTable {
-  int n = 0;                 // nonnegative finite values, ascending (value[0] = 0)
-  double value[128] = {};
-  unsigned char pos[128] = {}, neg[128] = {};
-  unsigned char mid_pos[128] = {}, mid_neg[128] = {};
-  unsigned char zero_pos = 0, zero_neg = 0, over = 0, over_neg = 0;
-};
-
-#if defined(__CUDACC__)
-#define FP8SIM_HOST_DEVICE __host__ __device__
-#else
-#define FP8SIM_HOST_DEVICE
-#endif
-
-// The code of v by the table (the device's rounding; the host tests it against encode()).
-FP8SIM_HOST_DEVICE inline unsigned char table_encode(double v, const DeviceEncodeTable& e) {
-  std::uint64_t bits = 0;
-  std::memcpy(&bits, &v, sizeof bits);
-  const bool neg = (bits >> 63) != 0;
-  const double a = neg ? -v : v;
-  if (a == 0) return neg ? e.zero_neg : e.zero_pos;
-  if (a > e.value[e.n - 1]) return neg ? e.over_neg : e.over;
-  int lo = 0, hi = e.n - 1;  // the largest j with value[j] <= a
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (e.value[mid] <= a) lo = mid;
-    else hi = mid - 1;
-  }
-  if (e.value[lo] == a) return neg ? e.neg[lo] : e.pos[lo];
-  const double midpoint = 0.5 * (e.value[lo] + e.value[lo + 1]);  // exact: adjacent values
-  if (a < midpoint) return neg ? e.neg[lo] : e.pos[lo];
-  if (a > midpoint) return neg ? e.neg[lo + 1] : e.pos[lo + 1];
-  return neg ? e.mid_neg[lo] : e.mid_pos[lo];
-}
-
-// Where each scale group lies in a T x K operand: groups of rows_per rows by `width` columns,
-// cols of them along K (the layout of ScaleGroups).
+// Where each group whose largest magnitude is found lies in a T x K operand: groups of
+// rows_per rows by `width` columns, cols of them along K (the layout of ScaleGroups).
 struct DeviceScaleGroups {
   int rows_per = 1, width = 0, cols = 0;
 };
 
-// amax[(t / rows_per) * cols + c] = the largest |x| of each group (host memory, as doubles)
-// of x (T x K on the current CUDA device, float32 when x_double is false, else float64;
-// cols >= 1: every element in a group). Returns the index of the first element that is not
-// finite, or -1.
-long long run_device_amax(const void* x, bool x_double, int T, int K, const DeviceScaleGroups& g,
-                          double* amax, std::size_t amax_size, const DeviceLaunch& launch = {});
+// One quantisation on the device (quantise_resident's): x (T x K on the current CUDA device,
+// float32, or float64 where x_double) into codes (T x K one-byte codes, device memory).
+struct DeviceQuantiseJob {
+  const void* x = nullptr;
+  bool x_double = false;
+  int T = 0, K = 0;
+  // The groups whose largest magnitudes are found (cols >= 1: every element in a group). With
+  // scales, the scale groups; without (scales null), one group over the operand, which still
+  // finds the values that are not finite.
+  DeviceScaleGroups groups;
+  // The scales, computed on the device (scales_from_amax's bits) and downloaded here (host
+  // memory, T x layout.cols floats), or null for none. layout.rows_per and layout.cols are
+  // groups'; tensor_scales (host, T floats) where layout.encoding is ue4m3, else null.
+  float* scales = nullptr;
+  float* tensor_scales = nullptr;
+  DeviceScaleLayout layout;
+  const DeviceScaleRule* rule = nullptr;    // host memory; the engine keeps a device copy
+  int nc = 0;                               // elements per scale along K (cols > 1)
+  const DeviceEncodeTable* table = nullptr; // the element format's rounding (host memory)
+  unsigned char* codes = nullptr;
+  bool count = true;                        // count the saturated elements
+};
 
-// codes[t*K+k] = the code of x[t*K+k] / s (RNE, saturating) with s = tensor_scales[t] (or 1)
-// times scales[t*cols + k/nc] (cols 1: scales[t]; cols 0: 1), scales and tensor_scales host
-// memory, x and codes device memory. Returns the number of |x / s| above value[n-1] (count:
-// counted; else 0, and on launch.stream with one scale for all rows (or none) the call returns
-// without waiting for the kernel: the codes follow in stream order).
-std::size_t run_device_encode(const void* x, bool x_double, int T, int K, const float* scales,
-                              int cols, int nc, const float* tensor_scales,
-                              const DeviceEncodeTable& table, unsigned char* codes,
-                              const DeviceLaunch& launch = {}, bool count = true);
+struct DeviceQuantiseResult {
+  long long first_bad = -1;  // the index of the first element that is not finite, or -1
+  std::size_t saturated = 0; // the number of |x / s| above the format's largest value
+                             // (count; else 0)
+};
+
+// Runs the job on launch.stream (null: the default stream) of launch.device:
+//   1. the largest |x| of each group, and the first element that is not finite;
+//   2. with scales: the tensor scales (two-level), then every scale (T x cols, each group's on
+//      each of its rows), from the maxima on the device;
+//   3. codes[t*K+k] = the code of x[t*K+k] / s (RNE, saturating; x / s one double division)
+//      with s = tensor_scales[t] (or 1) times scales[t*cols + k/nc] (cols 1: scales[t]; no
+//      scales: 1); not written where an element is not finite;
+//   4. the scales (and tensor scales) downloaded once.
+// The host waits once: after step 4, which is queued after step 3 (count, or no stream of the
+// caller's), or (count false, on a caller's stream) before step 3 is queued, for the scales
+// only: the codes then follow in stream order, before what the caller queues next there, and
+// are not written at all where an element is not finite.
+DeviceQuantiseResult run_device_quantise(const DeviceQuantiseJob& job,
+                                         const DeviceLaunch& launch = {});
 
 }  // namespace fp8sim

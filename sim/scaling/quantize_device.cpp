@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -56,11 +57,57 @@ DeviceEncodeTable device_encode_table(const FormatSpec& f) {
   return t;
 }
 
+DeviceRoundTable device_round_table(const FormatSpec& f) {
+  if (f.is_signed || total_bits(f) > 8)
+    throw std::invalid_argument(fmt::format(
+        "quantize on CUDA: scale format '{}' is {}; scales are unsigned formats of at most 8 "
+        "bits", f.name, f.is_signed ? "signed" : fmt::format("{} bits wide", total_bits(f))));
+  std::vector<double> values;
+  for (std::uint32_t c : all_codes(f)) {
+    const double v = decode(f, c);
+    if (std::isfinite(v) && v >= 0) values.push_back(v);
+  }
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  if (values.size() < 2 || values.front() != 0 ||
+      values.size() > std::size(DeviceRoundTable{}.value))
+    throw std::invalid_argument(fmt::format(
+        "quantize on CUDA: scale format '{}' has {} nonnegative values{}", f.name,
+        values.size(), values.empty() || values.front() == 0 ? "" : " and no zero"));
+  const RoundingSpec rne_sat{Rounding::rne, Overflow::saturate, 32};
+  const auto rounded = [&](double v) { return decode(f, encode(v, f, rne_sat)); };
+  DeviceRoundTable t;
+  t.n = static_cast<int>(values.size());
+  for (int i = 0; i < t.n; ++i) {
+    t.value[i] = values[i];
+    t.at[i] = rounded(values[i]);
+    if (i + 1 < t.n) t.mid[i] = rounded(0.5 * (values[i] + values[i + 1]));
+  }
+  t.nan = rounded(std::numeric_limits<double>::quiet_NaN());
+  t.zero = rounded(0.0);
+  t.negative = rounded(-values[1]);
+  t.over = rounded(2 * values.back());
+  return t;
+}
+
+DeviceScaleRule device_scale_rule(const FormatSpec& element) {
+  static const FormatSpec ue4m3 = format_by_name("ue4m3");
+  DeviceScaleRule r;
+  r.fmax = max_finite(element);
+  r.emax = max_exponent(element);
+  r.tensor_fmax = max_finite(element) * max_finite(ue4m3);  // tensor_scale_for_amax's divisor
+  r.ue4m3 = device_round_table(ue4m3);
+  return r;
+}
+
 namespace {
 
-// device_encode_table once per format (a pure function of it; a few thousand encodes).
+// device_encode_table and device_scale_rule once per format (pure functions of it).
 const DeviceEncodeTable& encode_table_of(const FormatSpec& f) {
   return once_per_format<DeviceEncodeTable>(f, device_encode_table);
+}
+const DeviceScaleRule& scale_rule_of(const FormatSpec& f) {
+  return once_per_format<DeviceScaleRule>(f, device_scale_rule);
 }
 
 }  // namespace
@@ -69,32 +116,46 @@ QuantisedOperand quantise_resident(const ScalingSpec& s, OperandRole role, const
                                    int T, int K, const void* x, bool x_double, int tensor_rows,
                                    std::uint8_t* codes, void* stream, int device,
                                    bool count_saturated) {
-  const DeviceEncodeTable& table = encode_table_of(f);
+  DeviceQuantiseJob job;
+  job.table = &encode_table_of(f);
   const ScaleGroups g = scale_groups(s, role, T, K, tensor_rows);
   DeviceLaunch launch;
   launch.stream = stream;
   launch.device = device;
+  // The scales' layout as scales_from_amax lays them out: two-level (ue4m3) with tensor
+  // scales even where there are no block scales (K = 0), all 1 then.
+  QuantisedOperand q;
+  q.scale_cols = g.cols;
+  q.scales.resize(static_cast<std::size_t>(T) * g.cols);
+  if (s.encoding == ScaleEncoding::ue4m3) q.tensor_scales.resize(T);
+  job.x = x;
+  job.x_double = x_double;
+  job.T = T;
+  job.K = K;
   // Without scales, one group over the whole operand still finds the values that are not finite.
-  const DeviceScaleGroups dg = g.cols == 0 ? DeviceScaleGroups{std::max(T, 1), K, 1}
-                                           : DeviceScaleGroups{g.rows_per, g.width, g.cols};
-  std::vector<double> amax(g.cols == 0 ? 1 : g.row_groups * g.cols);
-  const long long bad = run_device_amax(x, x_double, T, K, dg, amax.data(), amax.size(), launch);
-  if (bad >= 0) {
+  job.groups = g.cols == 0 ? DeviceScaleGroups{std::max(T, 1), K, 1}
+                           : DeviceScaleGroups{g.rows_per, g.width, g.cols};
+  job.scales = g.cols == 0 ? nullptr : q.scales.data();
+  job.tensor_scales = q.tensor_scales.empty() ? nullptr : q.tensor_scales.data();
+  job.layout = DeviceScaleLayout{T, g.rows_per, g.cols, tensor_rows, s.encoding};
+  job.rule = &scale_rule_of(f);
+  job.nc = s.nc;
+  job.codes = codes;
+  job.count = count_saturated;
+  const DeviceQuantiseResult r = run_device_quantise(job, launch);
+  if (r.first_bad >= 0) {
+    const long long bad = r.first_bad;
     double v = 0;
     if (x_double) {
-      copy_device(&v, static_cast<const double*>(x) + bad, sizeof v, false);
+      copy_device(&v, static_cast<const double*>(x) + bad, sizeof v, false, stream, device);
     } else {
       float v32 = 0;
-      copy_device(&v32, static_cast<const float*>(x) + bad, sizeof v32, false);
+      copy_device(&v32, static_cast<const float*>(x) + bad, sizeof v32, false, stream, device);
       v = v32;
     }
     throw std::invalid_argument(fmt::format("x: value at index {} is {}", bad, v));
   }
-  if (g.cols == 0) amax.clear();
-  QuantisedOperand q = scales_from_amax(s, f, T, g, amax, tensor_rows);
-  q.saturated = run_device_encode(x, x_double, T, K, q.scales.data(), q.scale_cols, s.nc,
-                                  q.tensor_scales.empty() ? nullptr : q.tensor_scales.data(),
-                                  table, codes, launch, count_saturated);
+  q.saturated = r.saturated;
   return q;
 }
 

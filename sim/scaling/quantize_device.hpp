@@ -4,8 +4,9 @@
 
 #include <cstdint>
 
-#include "scaling/device_quantize.hpp"
 #include "format/format.hpp"
+#include "scaling/device_quantize.hpp"
+#include "scaling/device_scales.hpp"
 #include "scaling/scaling.hpp"
 
 namespace fp8sim {
@@ -14,14 +15,23 @@ namespace fp8sim {
 // value, each code as encode(decode(code)) gives it back. f: signed, at most 8 bits.
 DeviceEncodeTable device_encode_table(const FormatSpec& f);
 
+// The table the device rounds scales with (DeviceRoundTable), every entry decode(encode())
+// of its value. f: unsigned, at most 8 bits, at most 128 nonnegative values (UE4M3).
+DeviceRoundTable device_round_table(const FormatSpec& f);
+
+// What the device computes an element format's scales from (DeviceScaleRule): its largest
+// value and exponent, and UE4M3's rounding.
+DeviceScaleRule device_scale_rule(const FormatSpec& element);
+
 // Quantises x (T x K, row-major, float32 or, x_double, float64, on CUDA device `device`; -1
 // the current one) into codes (T x K one-byte codes of f, on the same device), on `stream`
 // (a cudaStream_t; null: the default stream). Returns the scales as quantise_operand does
-// (its operand left empty). Throws std::invalid_argument naming the problem: a format that
-// is unsigned or wider than 8 bits, a value that is not finite, K not a multiple of the
-// block length. count_saturated false: `saturated` is not counted (0), and where no host
-// array goes to the device (one scale for the operand, or none) the call returns once the
-// scales are known, the codes following on `stream` (a stream of the caller's) in order.
+// (its operand left empty), computed on the device and downloaded once (no host work per
+// element or per scale group). Throws std::invalid_argument naming the problem: a format
+// that is unsigned or wider than 8 bits, a value that is not finite (the codes then not
+// written), K not a multiple of the block length. count_saturated false: `saturated` is not
+// counted (0), and on a stream of the caller's the call returns once the scales are known,
+// the codes following on `stream` in order (run_device_quantise).
 QuantisedOperand quantise_resident(const ScalingSpec& s, OperandRole role, const FormatSpec& f,
                                    int T, int K, const void* x, bool x_double, int tensor_rows,
                                    std::uint8_t* codes, void* stream = nullptr, int device = -1,

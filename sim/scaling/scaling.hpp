@@ -39,11 +39,11 @@
 
 #include "format/format.hpp"
 #include "gemm/gemm.hpp"
+#include "scaling/scale_encoding.hpp"
 
 namespace fp8sim {
 
 enum class ScaleGranularity : std::uint8_t { none, tensor, row, tile, block, mx };
-enum class ScaleEncoding : std::uint8_t { fp32, pow2, e8m0, ue4m3 };
 
 struct ScalingSpec {
   std::string name;  // canonical text: "none", "tensor", "row", "tile128", "block128", "mx",

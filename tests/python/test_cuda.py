@@ -229,9 +229,57 @@ def test_block_scaled_models_on_cuda_tensors(rng, model, fmt, scale, M, N, c):
 
 
 QUANT_FORMATS = ["e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e3m4", "e2m3", "e3m2", "e2m1", "e3m3"]
-QUANT_SCALINGS = [("none", "a"), ("tensor", "a"), ("tensor:pow2", "a"), ("row", "a"),
-                  ("tile128", "a"), ("tile128:pow2", "b"), ("block128", "a"), ("block128", "b"),
+QUANT_SCALINGS = [("none", "a"), ("tensor", "a"), ("tensor:pow2", "a"), ("tensor:e8m0", "b"),
+                  ("row", "a"), ("row:pow2", "b"), ("row:e8m0", "a"), ("tile128", "a"),
+                  ("tile128:pow2", "b"), ("tile128:e8m0", "a"), ("block128", "a"),
+                  ("block128", "b"), ("block128:pow2", "b"), ("block128:e8m0", "b"),
                   ("mx", "a"), ("mx16", "b"), ("mx:ue4m3", "a"), ("nvfp4", "b")]
+
+
+def check_quantize_cuda(x, fmt, scaling, role, tensor_rows, where):
+    """quantize of the CUDA tensor x against the CPU quantiser on its values as float64:
+    every code, scale, tensor scale (bits) and the saturation count; then fp8sim.torch's GEMM
+    operands (no saturation count, and the codes not waited for), for tensor_rows and 0 (all
+    rows): the same codes and scales, read after the stream's work."""
+    x64 = x.double().cpu().numpy()
+    want = fp8sim.quantize(x64, fmt, scaling, role=role, tensor_rows=tensor_rows)
+    got = fp8sim.quantize(x.cuda(), fmt, scaling, role=role, tensor_rows=tensor_rows)
+    assert got.codes.is_cuda and got.codes.dtype == torch.uint8, where
+    np.testing.assert_array_equal(got.codes.cpu().numpy(), want.codes, err_msg=where)
+    np.testing.assert_array_equal(got.scales.view(np.uint32), want.scales.view(np.uint32),
+                                  err_msg=where)
+    assert (got.scaling, got.block, got.saturated) == \
+        (want.scaling, want.block, want.saturated), where
+    assert (got.tensor_scales is None) == (want.tensor_scales is None), where
+    if want.tensor_scales is not None:
+        np.testing.assert_array_equal(got.tensor_scales.view(np.uint32),
+                                      want.tensor_scales.view(np.uint32), err_msg=where)
+    # On torch's default stream (the engine's null stream: it waits for the codes) and on a
+    # stream of its own (it waits for the scales only, the codes following in stream order).
+    for rows in (tensor_rows, 0):
+        same = fp8sim.quantize(x64, fmt, scaling, role=role, tensor_rows=rows)
+        for stream in (None, side_stream()):
+            with torch.cuda.stream(stream):
+                fast = fp8sim._quantize_cuda(x.cuda(), fmt, scaling, role, rows,
+                                             count_saturated=False)
+                codes = fast.codes.cpu().numpy()
+            assert fast.saturated is None, where
+            np.testing.assert_array_equal(codes, same.codes, err_msg=where)
+            np.testing.assert_array_equal(fast.scales.view(np.uint32),
+                                          same.scales.view(np.uint32), err_msg=where)
+            if same.tensor_scales is not None:
+                np.testing.assert_array_equal(fast.tensor_scales.view(np.uint32),
+                                              same.tensor_scales.view(np.uint32), err_msg=where)
+
+
+_side = []
+
+
+def side_stream():
+    """A CUDA stream of the tests' own (not torch's default one), made once."""
+    if not _side:
+        _side.append(torch.cuda.Stream())
+    return _side[0]
 
 
 def quant_inputs(rng, fmt, T=200, K=256):
@@ -257,42 +305,82 @@ def quant_inputs(rng, fmt, T=200, K=256):
 
 @pytest.mark.parametrize("fmt", QUANT_FORMATS)
 def test_quantize_on_cuda_gives_cpu_bits(rng, fmt):
-    """quantize of a CUDA tensor (GPU: amax per block, codes) against the CPU quantiser: every
-    code, scale, tensor scale and saturation count, for every scaling, in float64 (values
-    float32 cannot hold), float32, bf16 and int64 (read as float64, as the CPU reads it)."""
+    """quantize of a CUDA tensor (GPU: amax per block, scales, codes) against the CPU
+    quantiser: every code, scale, tensor scale and saturation count, for every scaling, in
+    float64 (values float32 cannot hold), float32, bf16 and int64 (read as float64, as the CPU
+    reads it)."""
     x64 = quant_inputs(rng, fmt)
     for dtype in (torch.float64, torch.float32, torch.bfloat16, torch.int64):
         xt = torch.from_numpy(x64).to(dtype)
         for scaling, role in QUANT_SCALINGS:
-            want = fp8sim.quantize(xt.double().numpy(), fmt, scaling, role=role, tensor_rows=64)
-            got = fp8sim.quantize(xt.cuda(), fmt, scaling, role=role, tensor_rows=64)
-            where = f"{fmt} {scaling} role {role} {dtype}"
-            assert got.codes.is_cuda and got.codes.dtype == torch.uint8, where
-            np.testing.assert_array_equal(got.codes.cpu().numpy(), want.codes, err_msg=where)
-            np.testing.assert_array_equal(got.scales.view(np.uint32), want.scales.view(np.uint32),
-                                          err_msg=where)
-            assert (got.scaling, got.block, got.saturated) == \
-                (want.scaling, want.block, want.saturated), where
-            assert (got.tensor_scales is None) == (want.tensor_scales is None), where
-            if want.tensor_scales is not None:
-                np.testing.assert_array_equal(got.tensor_scales, want.tensor_scales, err_msg=where)
-            # fp8sim.torch's GEMM operands: no saturation count, and (one scale) no wait for
-            # the codes; the same codes and scales, read after the stream's work.
-            for rows in (64, 0):
-                fast = fp8sim._quantize_cuda(xt.cuda(), fmt, scaling, role, rows,
-                                             count_saturated=False)
-                same = fp8sim.quantize(xt.double().numpy(), fmt, scaling, role=role,
-                                       tensor_rows=rows)
-                assert fast.saturated is None, where
-                np.testing.assert_array_equal(fast.codes.cpu().numpy(), same.codes,
-                                              err_msg=where)
-                np.testing.assert_array_equal(fast.scales.view(np.uint32),
-                                              same.scales.view(np.uint32), err_msg=where)
+            check_quantize_cuda(xt, fmt, scaling, role, 64, f"{fmt} {scaling} role {role} {dtype}")
+
+
+SCALE_EDGE_SCALINGS = [
+    ("none", "a"), ("tensor", "a"), ("tensor:pow2", "b"), ("tensor:e8m0", "a"), ("row", "b"),
+    ("row:pow2", "a"), ("row:e8m0", "b"), ("tile32", "a"), ("tile16:pow2", "b"),
+    ("tile32:e8m0", "a"), ("block16", "b"), ("block32:pow2", "b"), ("block16:e8m0", "a"),
+    ("block32", "a"), ("mx", "a"), ("mx16", "b"), ("mx:ue4m3", "b"), ("mx16:ue4m3", "a")]
+
+
+def scale_edge_inputs(rng, fmt, T, K, dtype, ue4m3_points):
+    """T x K values whose blocks of 16 have chosen largest magnitudes (one element each, the
+    rest below it): with ue4m3_points False, powers of two over the dtype's whole range and
+    their neighbours, the format's largest value times powers of two, subnormals, the largest
+    values and draws; with True, x[0, 0] = 448 * fmax * 2^k (the tensor's largest, so its
+    two-level tensor scale is 2^k) and each block's largest a UE4M3 value, midpoint or
+    neighbour times fmax * 2^k (the quotient the UE4M3 scale rounds is that point)."""
+    info = np.finfo(dtype)
+    _, values = fp8sim.table(fmt)
+    fmax = float(np.max(np.abs(values[np.isfinite(values)])))
+    if ue4m3_points:
+        _, u = fp8sim.table("ue4m3")
+        u = np.unique(u[np.isfinite(u)])
+        pts = np.concatenate([u, (u[:-1] + u[1:]) / 2])
+        pts = np.concatenate([pts, np.nextafter(pts, 0), np.nextafter(pts, np.inf)])
+        k = int(rng.integers(-20, 20))
+        pool = pts[(pts > 0) & (pts < 448)] * fmax * 2.0 ** k
+    else:
+        e = np.arange(int(np.log2(info.smallest_subnormal)), int(info.maxexp) - 1)
+        p2 = np.ldexp(1.0, e).astype(dtype)
+        pool = np.concatenate([p2, np.nextafter(p2, dtype(0)), np.nextafter(p2, dtype(np.inf)),
+                               (fmax * np.ldexp(1.0, np.arange(-120, 100))).astype(dtype),
+                               np.arange(1, 50) * info.smallest_subnormal,
+                               [info.max, info.max / 2, info.tiny],
+                               rng.normal(size=50) * 1e3]).astype(np.float64)
+        pool = np.abs(pool[np.isfinite(pool) & (pool != 0)])
+    blocks = T * (K // 16)
+    m = rng.choice(pool, size=blocks).astype(dtype).astype(np.float64)
+    x = rng.uniform(-1, 1, size=(blocks, 16)) * m[:, None]
+    x[np.arange(blocks), rng.integers(16, size=blocks)] = m * rng.choice([-1, 1], size=blocks)
+    x = x.reshape(T, K).astype(dtype)
+    if ue4m3_points:
+        x[0, 0] = 448 * fmax * 2.0 ** k
+    return x
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2", "e2m1", "e3m2", "e4m3fnuz"])
+def test_quantize_on_cuda_scale_edges(rng, fmt):
+    """The scales the GPU computes from its block maxima (every granularity and encoding, B's
+    Nc-row blocks included) against the CPU's, on maxima at every edge of scale_for_amax:
+    powers of two and their neighbours over float64's and float32's whole range, subnormals,
+    the largest values, and UE4M3 values and midpoints under an exact tensor scale; shapes
+    with a partial tensor group and a partial block of B's rows."""
+    for T, K in [(1, 64), (5, 96), (37, 160), (130, 64)]:
+        for dtype in (np.float64, np.float32):
+            for points in (False, True):
+                x = torch.from_numpy(scale_edge_inputs(rng, fmt, T, K, dtype, points))
+                for scaling, role in SCALE_EDGE_SCALINGS:
+                    rows = T if points else 5
+                    check_quantize_cuda(x, fmt, scaling, role, rows,
+                                        f"{fmt} {scaling} role {role} {T}x{K} {dtype.__name__} "
+                                        f"{'ue4m3 points' if points else 'edges'}")
 
 
 def test_quantize_on_cuda_long_rows(rng):
     """Rows longer than one warp's piece (2048 elements): each row's, and the tensor's,
-    largest magnitude found across pieces, wherever it lies."""
+    largest magnitude found across pieces, wherever it lies; and a two-level tensor scale
+    over more block maxima than one block of the GPU reduces."""
     for T, K in [(3, 8192), (1, 40960)]:
         x = rng.normal(size=(T, K))
         for t in range(T):
@@ -303,6 +391,15 @@ def test_quantize_on_cuda_long_rows(rng):
             np.testing.assert_array_equal(got.scales, want.scales, err_msg=f"{T}x{K} {gran}")
             np.testing.assert_array_equal(got.codes.cpu().numpy(), want.codes,
                                           err_msg=f"{T}x{K} {gran}")
+    # Two-level tensor scales over more block maxima than one piece of the GPU's reduction
+    # (8192): 700 x 512 is 22400 maxima in 1 x 16 blocks, 11200 in 1 x 32, the largest in a
+    # later piece (and, 300 rows a tensor scale, pieces of two groups).
+    x = rng.normal(size=(700, 512))
+    x[int(rng.integers(600, 700)), int(rng.integers(512))] = 1e5
+    for scaling in ("nvfp4", "mx:ue4m3"):
+        for rows in (700, 300):
+            check_quantize_cuda(torch.from_numpy(x), "e2m1", scaling, "a", rows,
+                                f"700x512 {scaling} tensor_rows {rows}")
 
 
 def test_quantize_on_cuda_refuses_bad_input_in_one_line():
@@ -312,6 +409,11 @@ def test_quantize_on_cuda_refuses_bad_input_in_one_line():
         fp8sim.quantize(x, "e4m3", "none")
     with pytest.raises(ValueError, match=r"^x: value at index 519 is nan$"):
         fp8sim.quantize(x, "e4m3", "tile128")
+    torch.cuda.synchronize()  # x written on the default stream, read on the side stream
+    for scaling in ("tensor", "tile128", "nvfp4"):  # no count, on a stream of its own
+        with torch.cuda.stream(side_stream()):
+            with pytest.raises(ValueError, match=r"^x: value at index 519 is nan$"):
+                fp8sim._quantize_cuda(x, "e4m3", scaling, "a", 0, count_saturated=False)
     with pytest.raises(ValueError, match="format 'fp16' is 16 bits wide"):
         fp8sim.quantize(torch.ones(4, 256, device="cuda"), "fp16")
     with pytest.raises(ValueError, match="not a multiple of the block length 128"):
