@@ -146,29 +146,6 @@ std::vector<double> draw_amax(const ScaleGroups& g, int tensor_rows, bool two_le
 
 }  // namespace
 
-TEST_CASE("the device's exponent helpers are ilogb and ldexp", "[quantize][exhaustive]") {
-  for (int e = -149; e <= 127; ++e)
-    REQUIRE(std::bit_cast<std::uint32_t>(pow2_float(e)) ==
-            std::bit_cast<std::uint32_t>(static_cast<float>(std::ldexp(1.0, e))));
-  std::vector<double> probes;
-  for (int e = -1074; e <= 1023; ++e) {
-    const double p = std::ldexp(1.0, e);
-    probes.insert(probes.end(), {p, std::nextafter(p, 0.0), std::nextafter(p, 1e308), 3 * p});
-  }
-  for (std::uint64_t i = 0; i < 100000; ++i) probes.push_back(std::bit_cast<double>(
-      random_u64(test_seed(), stream_of("device_scales probes"), i) >> 1));
-  int mismatches = 0;
-  for (double r : probes) {
-    if (!(r > 0) || !std::isfinite(r)) continue;
-    const int want = std::ilogb(r);
-    const bool want_pow2 = std::ldexp(1.0, want) == r;
-    if ((floor_log2(r) != want || is_pow2(r) != want_pow2) && ++mismatches <= 5)
-      FAIL_CHECK("floor_log2 r=" << hex(r) << " => got " << floor_log2(r) << " pow2 "
-                                 << is_pow2(r) << " want " << want << " pow2 " << want_pow2);
-  }
-  CHECK(mismatches == 0);
-}
-
 TEST_CASE("the device's scales are scales_from_amax's bits", "[quantize][differential]") {
   const std::vector<FormatSpec> formats = quantiser_formats();
   const std::vector<ScalingSpec> scalings = all_scalings();

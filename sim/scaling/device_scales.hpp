@@ -6,17 +6,16 @@
 //   - double division, double product and double -> float conversion: IEEE round-to-nearest-
 //     even on the host (SSE2) and on the device (nvcc's '/' and '*' on doubles, built with
 //     --fmad=false; cvt.rn.f32.f64, no flush to zero without -ftz);
-//   - std::ilogb and std::ldexp: exponents read from a double's bits (floor_log2, exact for
-//     subnormals too), powers of two written as a float's bits (pow2_float);
+//   - ilogb and ldexp: the host's libm and CUDA's math library (both exact, subnormals
+//     included; ilogb(0) is INT_MIN and ilogb(Inf) INT_MAX in both);
 //   - std::clamp and std::max: the same comparisons, written out;
 //   - encode() into UE4M3 (RNE, saturating): table_round (device_table.hpp).
 // tests/test_device_scales.cpp checks every function here against scales_from_amax.
 // Plain C++17 for nvcc.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
-#include <cstdint>
-#include <cstring>
 
 #include "scaling/device_table.hpp"
 #include "scaling/scale_encoding.hpp"
@@ -42,41 +41,6 @@ struct DeviceScaleLayout {
 };
 
 constexpr double kDoubleMax = 0x1.fffffffffffffp+1023;
-
-FP8SIM_HOST_DEVICE inline std::uint64_t double_bits(double v) {
-  std::uint64_t b = 0;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
-}
-
-// floor(log2 r) of a finite r > 0, as std::ilogb gives it: the exponent field less the bias,
-// or for a subnormal r = m * 2^-1074 the position of m's highest set bit, less 1074.
-FP8SIM_HOST_DEVICE inline int floor_log2(double r) {
-  const std::uint64_t b = double_bits(r);
-  const int field = static_cast<int>((b >> 52) & 0x7ff);
-  if (field != 0) return field - 1023;
-  std::uint64_t m = b & ((std::uint64_t{1} << 52) - 1);
-  int e = -1075;
-  for (; m != 0; m >>= 1) ++e;
-  return e;
-}
-
-// Whether a finite r > 0 is a power of two (a normal one's fraction is 0; a subnormal one has
-// one bit set).
-FP8SIM_HOST_DEVICE inline bool is_pow2(double r) {
-  const std::uint64_t b = double_bits(r);
-  const std::uint64_t frac = b & ((std::uint64_t{1} << 52) - 1);
-  return ((b >> 52) & 0x7ff) != 0 ? frac == 0 : (frac & (frac - 1)) == 0;
-}
-
-// 2^e as a float for -149 <= e <= 127 (std::ldexp(1.0, e), exact in a float), from its bits.
-FP8SIM_HOST_DEVICE inline float pow2_float(int e) {
-  const std::uint32_t b = e >= -126 ? static_cast<std::uint32_t>(e + 127) << 23
-                                    : std::uint32_t{1} << (e + 149);
-  float f = 0;
-  std::memcpy(&f, &b, sizeof f);
-  return f;
-}
 
 FP8SIM_HOST_DEVICE inline int clamp_int(int v, int lo, int hi) {
   return v < lo ? lo : hi < v ? hi : v;
@@ -112,18 +76,14 @@ FP8SIM_HOST_DEVICE inline float scale_of(double amax, const DeviceScaleRule& r, 
   if (!(amax > 0) || !(amax <= kDoubleMax)) return 1.0f;  // 0, NaN, negative, Inf
   switch (enc) {
     case ScaleEncoding::fp32: return fp32_scale_of(amax / r.fmax);
-    case ScaleEncoding::pow2: {
-      // The host: e = ilogb(q), plus 1 where 2^e < q (q not a power of two): ceil(log2 q).
-      // q = 0 (amax / fmax below the smallest double): ilogb gives FP_ILOGB0, 2^that = 0 is
-      // not below 0, and the clamp gives -126; q = Inf (fmax < 1): INT_MAX, clamped to 127.
-      const double q = amax / r.fmax;
-      const int e = q == 0             ? -126
-                    : !(q <= kDoubleMax) ? 127
-                                       : floor_log2(q) + (is_pow2(q) ? 0 : 1);
-      return pow2_float(clamp_int(e, -126, 127));
+    case ScaleEncoding::pow2: {  // ceil(log2 q), as the host: 2^e <= q < 2^(e+1), then up
+      const double q = amax / r.fmax;  // 0 below the smallest double, Inf where fmax < 1
+      int e = ::ilogb(q);              // FP_ILOGB0 (INT_MIN) for 0, INT_MAX for Inf
+      if (::ldexp(1.0, e) < q) ++e;
+      return static_cast<float>(::ldexp(1.0, clamp_int(e, -126, 127)));
     }
     case ScaleEncoding::e8m0:  // 2^(floor(log2 amax) - emax), clamped to E8M0's range
-      return pow2_float(clamp_int(floor_log2(amax) - r.emax, -127, 127));
+      return static_cast<float>(::ldexp(1.0, clamp_int(::ilogb(amax) - r.emax, -127, 127)));
     case ScaleEncoding::ue4m3: break;  // above
   }
   return 1.0f;

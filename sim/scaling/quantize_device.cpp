@@ -16,11 +16,10 @@
 
 namespace fp8sim {
 
-DeviceEncodeTable device_encode_table(const FormatSpec& f) {
-  if (!f.is_signed || total_bits(f) > 8)
-    throw std::invalid_argument(fmt::format(
-        "quantize on CUDA: format '{}' is {}; elements are signed formats of at most 8 bits",
-        f.name, f.is_signed ? fmt::format("{} bits wide", total_bits(f)) : "unsigned"));
+namespace {
+
+// f's distinct nonnegative finite values, ascending (a table's value[]).
+std::vector<double> nonnegative_values(const FormatSpec& f) {
   std::vector<double> values;
   for (std::uint32_t c : all_codes(f)) {
     const double v = decode(f, c);
@@ -28,6 +27,17 @@ DeviceEncodeTable device_encode_table(const FormatSpec& f) {
   }
   std::sort(values.begin(), values.end());
   values.erase(std::unique(values.begin(), values.end()), values.end());
+  return values;
+}
+
+}  // namespace
+
+DeviceEncodeTable device_encode_table(const FormatSpec& f) {
+  if (!f.is_signed || total_bits(f) > 8)
+    throw std::invalid_argument(fmt::format(
+        "quantize on CUDA: format '{}' is {}; elements are signed formats of at most 8 bits",
+        f.name, f.is_signed ? fmt::format("{} bits wide", total_bits(f)) : "unsigned"));
+  const std::vector<double> values = nonnegative_values(f);
   if (values.size() < 2 || values.size() > std::size(DeviceEncodeTable{}.value))
     throw std::invalid_argument(fmt::format(
         "quantize on CUDA: format '{}' has {} nonnegative values", f.name, values.size()));
@@ -62,13 +72,7 @@ DeviceRoundTable device_round_table(const FormatSpec& f) {
     throw std::invalid_argument(fmt::format(
         "quantize on CUDA: scale format '{}' is {}; scales are unsigned formats of at most 8 "
         "bits", f.name, f.is_signed ? "signed" : fmt::format("{} bits wide", total_bits(f))));
-  std::vector<double> values;
-  for (std::uint32_t c : all_codes(f)) {
-    const double v = decode(f, c);
-    if (std::isfinite(v) && v >= 0) values.push_back(v);
-  }
-  std::sort(values.begin(), values.end());
-  values.erase(std::unique(values.begin(), values.end()), values.end());
+  const std::vector<double> values = nonnegative_values(f);
   if (values.size() < 2 || values.front() != 0 ||
       values.size() > std::size(DeviceRoundTable{}.value))
     throw std::invalid_argument(fmt::format(
