@@ -113,28 +113,40 @@ int bands_test() {
   return t.bad == 0 && t.configs > 100 && chosen == 2 ? 0 : 1;
 }
 
-// Uploads of pageable memory (copy_device, copy_device_async) that go through the pinned
-// staging buffers (cuda/engine/host_staging.cu, 8 MiB and more): sizes that leave short
-// slabs and short thread stripes, odd offsets at both ends, the async copy followed at once
-// by a download on the same stream, and eight host threads uploading at once (one at a time
-// takes the staging threads, the others copy directly). Every byte back as it went.
+// Copies of pageable memory both ways (copy_device, copy_device_async) that go through the
+// pinned staging buffers (cuda/engine/host_staging.cu, 8 MiB and more): sizes that leave
+// short slabs and short thread stripes, odd offsets at both ends (host and device), the
+// async copies, and eight host threads copying at once (one at a time takes the staging
+// threads, the others copy directly). Each upload is read back twice: staged, and directly
+// in pieces below the staging threshold (so that neither direction checks only itself).
 int staging_test() {
   const std::size_t sizes[] = {(std::size_t(8) << 20) - 1, std::size_t(8) << 20,
                                (std::size_t(17) << 20) + 13, (std::size_t(33) << 20) + 5};
   int bad = 0, copies = 0;
   auto round_trip = [&](std::size_t n, std::size_t offset, std::uint64_t stream, bool async) {
-    std::vector<std::uint8_t> host(n + offset), back(n);
+    std::vector<std::uint8_t> host(n + offset), back(n + offset), pieces(n);
     for (std::size_t i = 0; i < host.size(); ++i)
       host[i] = static_cast<std::uint8_t>(random_u64(seed(), stream, i) >> 56);
     DeviceBlock d;
     d.p = device_pool_malloc(n + 1);
     unsigned char* dst = static_cast<unsigned char*>(d.p) + 1;  // odd device address too
-    if (async)
+    if (async) {
       copy_device_async(dst, n, host.data() + offset, n, n, 1, true, nullptr);
-    else
+      copy_device_async(back.data() + offset, n, dst, n, n, 1, false, nullptr);
+    } else {
       copy_device(dst, host.data() + offset, n, true);
-    copy_device(back.data(), dst, n, false);  // on the default stream: after the upload
-    return std::equal(back.begin(), back.end(), host.begin() + std::ptrdiff_t(offset)) ? 0 : 1;
+      copy_device(back.data() + offset, dst, n, false);
+    }
+    constexpr std::size_t kPiece = std::size_t(1) << 20;  // direct: below the threshold
+    for (std::size_t at = 0; at < n; at += kPiece)
+      copy_device(pieces.data() + at, dst + at, std::min(kPiece, n - at), false);
+    const auto sent = host.begin() + std::ptrdiff_t(offset);
+    const bool up = std::equal(pieces.begin(), pieces.end(), sent);
+    const bool down = std::equal(back.begin() + std::ptrdiff_t(offset), back.end(), sent);
+    if (!up || !down)
+      fmt::print("staging: {} bytes at offset {} ({}): {} differ\n", n, offset,
+                 async ? "async" : "sync", !up ? "the upload" : "the download");
+    return up && down ? 0 : 1;
   };
   std::uint64_t stream = 900000;
   for (const std::size_t n : sizes)
@@ -160,8 +172,8 @@ int staging_test() {
   for (auto& th : threads) th.join();
   for (const int r : results) bad += r;
   copies += 24;
-  fmt::print("staging: {} uploads of 8 MiB to 33 MiB (24 from 8 threads at once), {} differ\n",
-             copies, bad);
+  fmt::print("staging: {} uploads and downloads of 8 MiB to 33 MiB (24 from 8 threads at "
+             "once), {} differ\n", copies, bad);
   return bad;
 }
 
@@ -171,6 +183,6 @@ TEST_CASE("gemm() on host codes in bands equals the CPU engine", "[gpu]") {
   CHECK(bands_test() == 0);
 }
 
-TEST_CASE("uploads through the pinned staging buffers arrive byte for byte", "[gpu]") {
+TEST_CASE("copies through the pinned staging buffers arrive byte for byte", "[gpu]") {
   CHECK(staging_test() == 0);
 }

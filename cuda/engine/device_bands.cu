@@ -18,7 +18,7 @@ void copy_device_async(void* dst, std::size_t dpitch, const void* src, std::size
   const auto st = static_cast<cudaStream_t>(stream);
   const char* what = to_device ? "upload" : "download";
   const bool whole = rows == 1 || (dpitch == width && spitch == width);
-  if (whole && to_device && gpu::upload_staged(dst, src, width * rows, st)) return;
+  if (whole && gpu::copy_staged(dst, src, width * rows, to_device, st)) return;
   if (whole)
     check(cudaMemcpyAsync(dst, src, width * rows, kind, st), what);
   else

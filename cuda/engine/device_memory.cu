@@ -112,7 +112,7 @@ void copy_device(void* dst, const void* src, std::size_t bytes, bool to_device, 
   launch.stream = stream;
   launch.device = device;
   const gpu::LaunchStream st(launch);
-  if (!to_device || !gpu::upload_staged(dst, src, bytes, st.get()))
+  if (!gpu::copy_staged(dst, src, bytes, to_device, st.get()))
     check(cudaMemcpyAsync(dst, src, bytes,
                           to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, st.get()),
           to_device ? "upload" : "download");

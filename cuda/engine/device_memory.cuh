@@ -100,10 +100,12 @@ class LaunchStream {
   bool owned_ = false;
 };
 
-// Copies `bytes` of pageable host memory at src to device memory at dst on stream st, through
-// the library's pinned staging buffers on several host threads (host_staging.cu); returns once
-// src may be reused. False, having copied nothing, where the copy is small or the staging
-// buffers are all taken (the caller copies directly).
-bool upload_staged(void* dst, const void* src, std::size_t bytes, cudaStream_t st);
+// Copies `bytes` between pageable host memory and device memory on stream st (to_device: src
+// on the host, dst on the device; else the other way), through the library's pinned staging
+// buffers on several host threads (host_staging.cu). An upload returns once src may be
+// reused, its copies queued on st; a download returns once dst holds the bytes, its copies
+// after st's earlier work. False, having copied nothing, where the copy is small or the
+// staging buffers are all taken (the caller copies directly).
+bool copy_staged(void* dst, const void* src, std::size_t bytes, bool to_device, cudaStream_t st);
 
 }  // namespace fp8sim::gpu
