@@ -29,11 +29,11 @@ namespace fp8sim::gpu {
 namespace {
 
 constexpr std::size_t kSlabBytes = std::size_t(1) << 20;  // one pinned staging buffer
-// Smaller copies go directly (measured on uploads; downloads take the same threshold): staged, the 4 MiB column bands of 16x4096x7168 made gemm()
-// slower (6.1e10 MAC/s against 7.5e10 to 1.3e11 direct) and 2048x2048x1024's 2 MiB operands
-// too (1.06e12 against 1.15e12 to 1.3e12), while 64x7168x16384's 14 MiB bands went from
-// 5.0e11 to 1.15e12 and 8192^3's 64 MiB of B from 3.94e12 to 4.18e12 (H100, 2026-11-26).
-constexpr std::size_t kMinStaged = std::size_t(8) << 20;
+// Copies below kStagedBytes go directly (measured on uploads; downloads take the same
+// threshold): staged, the 4 MiB column bands of 16x4096x7168 made gemm() slower (6.1e10
+// MAC/s against 7.5e10 to 1.3e11 direct) and 2048x2048x1024's 2 MiB operands too (1.06e12
+// against 1.15e12 to 1.3e12), while 64x7168x16384's 14 MiB bands went from 5.0e11 to
+// 1.15e12 and 8192^3's 64 MiB of B from 3.94e12 to 4.18e12 (H100, 2026-11-26).
 constexpr int kStagingThreads = 8;                        // host threads at most
 constexpr int kMaxSlabs = 48;  // pinned memory held at most (48 MiB), all devices together
 
@@ -174,7 +174,7 @@ void give_slabs(const std::vector<Slab>& slabs) {
 }  // namespace
 
 bool copy_staged(void* dst, const void* src, std::size_t bytes, bool to_device, cudaStream_t st) {
-  if (bytes < kMinStaged) return false;
+  if (bytes < kStagedBytes) return false;  // device_gemm.hpp
   StagingThreads& workers = staging_threads();
   if (!workers.mine()) return false;
   std::unique_lock<std::mutex> mine(workers.busy, std::try_to_lock);

@@ -193,7 +193,10 @@ void run_device_epilogue(const DeviceEpilogue& e, float* D, void* stream = nullp
 
 // Copies `bytes` between host memory and CUDA device memory (to_device: host -> device) on
 // `stream` of CUDA device `device` (-1: the current one), after the work queued there, and
-// returns when the copy is done; throws std::runtime_error as run_device_gemm does.
+// returns when the copy is done; throws std::runtime_error as run_device_gemm does. Copies of
+// kStagedBytes and more go through the library's pinned staging buffers (host memory is
+// pageable; cuda/engine/host_staging.cu), as copy_device_async's whole copies do.
+constexpr std::size_t kStagedBytes = std::size_t(8) << 20;
 void copy_device(void* dst, const void* src, std::size_t bytes, bool to_device,
                  void* stream = nullptr, int device = -1);
 
