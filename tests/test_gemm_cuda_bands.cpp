@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <tuple>

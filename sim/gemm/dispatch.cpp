@@ -15,11 +15,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <bit>
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "gemm/block_fold.hpp"
