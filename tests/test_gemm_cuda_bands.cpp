@@ -7,7 +7,8 @@
 // bands of rows and of columns forced at sizes that leave a short last band (and, for block
 // scales, columns in whole blocks of B's scales). Then gemm() itself at shapes where it
 // chooses bands (gemm_bands at an H100's or H200's 132 SMs: 2 bands of rows at 8192 x 1024 x
-// 128, 4 of columns at 16 x 4096 x 4096). FP8SIM_SEED overrides the seed; the first mismatch
+// 128, 4 of columns at 16 x 4096 x 4096); FP4 and FP6 codes too. FP8SIM_SEED overrides the
+// seed; the first mismatch
 // is printed as one line. Then block scales inside the MMA in bands (block_test): nvfp4 and
 // mxf4 (the group-sum step on E2M1 codes) and mxf8f6f4 (UE8M0 scales folded into E4M3, E5M2,
 // FP6 and FP4 codes), seeded valid scales, C or none, in forced bands of rows and columns and
@@ -101,6 +102,29 @@ int bands_test() {
                           c.C.empty() ? 0 : 1, bands.rows ? "rows" : "columns", bands.size));
       }
     }
+  }
+  // FP4 and FP6 codes (fewer than 256: checked on the device as each band's arrive), against
+  // E4M3 or each other.
+  const char* narrow[][2] = {{"e2m1", "e3m2"}, {"e4m3", "e2m3"}, {"e3m2", "e5m2"}};
+  for (int v = 0; v < 6; ++v, ++config) {
+    const int M = 300, N = 280, K = 4 * 128 + 64;
+    BandCase c = band_case(v % 2 ? "hopper-wgmma" : "blackwell-fp8", config, M, N, K, stream);
+    c.s.a_format = format_by_name(narrow[v % 3][0]);
+    c.s.b_format = format_by_name(narrow[v % 3][1]);
+    c.A = random_codes(c.s.a_format, std::size_t(M) * K, stream++, 20);
+    c.B = random_codes(c.s.b_format, std::size_t(N) * K, stream++, 20);
+    if (!gemm_bands_fit(c.s, K, false)) continue;
+    const std::vector<float> cpu = on_cpu(c);
+    const GemmBands bands = v < 3 ? GemmBands{true, 64, 5} : GemmBands{false, 128, 3};
+    if (!bands.rows && c.s.scaling == Scaling::block && bands.size % c.s.block) continue;
+    std::vector<float> gpu(cpu.size());
+    c.s.device = Device::cuda;
+    gemm_codes_in_bands(c.s, M, N, K, c.A, c.B, c.C, c.sa, c.sb, gpu, bands);
+    tally(cpu, gpu, N, t,
+          fmt::format("bands: model={} a={} b={} M={} N={} K={} scaling={} C={} {} of {}",
+                      c.s.model.name, c.s.a_format.name, c.s.b_format.name, M, N, K,
+                      to_string(c.s.scaling), c.C.empty() ? 0 : 1,
+                      bands.rows ? "rows" : "columns", bands.size));
   }
   // gemm() choosing its own bands: rows, and columns at a decode shape.
   const int sms = device_sm_count();
