@@ -79,13 +79,13 @@ bool gemm_codes_in_bands(const GemmSpec& s, int M, int N, int K,
   launch.codes_checked = true;     // below, as they arrive
   const float *dsa = nullptr, *dsb = nullptr;
   bool c_uploaded = false;
-  if (const auto& in = s.model.block_scale) {
+  if (const auto& block = s.model.block_scale) {
     const BlockRoute route = block_route(s, K, false);
     if (c && route == BlockRoute::group_sums) {
       copy_device(c, C.data(), outputs * sizeof(float), true);
       c_uploaded = true;
     }
-    const auto on_device = block_scales_on_device(s, route, ScaleValues(in->format), sa, sb,
+    const auto on_device = block_scales_on_device(s, route, ScaleValues(block->format), sa, sb,
                                                   c_uploaded ? c : nullptr, outputs, ds,
                                                   nullptr, -1);
     if (!on_device) return false;
