@@ -16,12 +16,14 @@
 #include <cmath>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "gemm/device_bands.hpp"
 #include "gemm/gemm.hpp"
 #include "gemm/gemm_device.hpp"
 #include "gemm/gemm_path.hpp"
+#include "gemm/resident_block_scales.hpp"
 #include "scale_probes.hpp"
 
 using namespace fp8sim;
@@ -263,4 +265,43 @@ TEST_CASE("gemm()'s bands on the GPU cover D in whole tiles and fill the GPU", "
   CHECK(!gemm_bands(s, 16, 4096, 7168, 132).rows);      // decode: B's copy is the time
   CHECK(gemm_bands(s, 16, 4096, 7168, 132).count >= 2);
   CHECK(gemm_bands(s, 64, 64, 64, 132).count < 2);      // too small to pay
+}
+
+// Which GEMMs on host codes gemm() runs in bands (gemm_bands_fit): codes of up to 8 bits (FP4
+// and FP6 ones checked on the device as they arrive), no library GEMM around the chain, and
+// block scales inside the MMA only on gemm_resident's device routes (group sums on finite
+// formats, or folded), in scale formats the device checks by their high 16 bits.
+TEST_CASE("gemm()'s bands take block-scaled models where the device checks their scales",
+          "[bands]") {
+  auto spec = [](const char* model, const char* a, const char* b) {
+    GemmSpec s;
+    s.model = accumulator_by_name(model);
+    use_model_block_scales(s);
+    s.a_format = format_by_name(a);
+    s.b_format = format_by_name(b);
+    return s;
+  };
+  CHECK(gemm_bands_fit(spec("hopper-wgmma", "e4m3", "e5m2"), 4096, false));
+  CHECK(gemm_bands_fit(spec("hopper-wgmma", "e2m1", "e3m2"), 4096, false));
+  CHECK(!gemm_bands_fit(spec("hopper-wgmma", "e4m3", "e4m3"), 4096, true));  // a bias
+  CHECK(!gemm_bands_fit(spec("hopper-wgmma", "bf16", "e4m3"), 4096, false));
+  for (const char* model : {"nvfp4", "mxf4"}) {
+    CHECK(gemm_bands_fit(spec(model, "e2m1", "e2m1"), 4096, false));
+    CHECK(!gemm_bands_fit(spec(model, "e2m1", "e2m1"), 4096, true));
+    CHECK(!gemm_bands_fit(spec(model, "e5m2", "e2m1"), 4096, false));  // Inf: not group sums
+    GemmSpec split = spec(model, "e2m1", "e2m1");
+    split.split_k = 2;
+    CHECK(!gemm_bands_fit(split, 4096, false));
+  }
+  for (const auto& [a, b] : {std::pair{"e4m3", "e4m3"}, std::pair{"e5m2", "e2m1"},
+                             std::pair{"e3m2", "e2m3"}})
+    CHECK(gemm_bands_fit(spec("mxf8f6f4", a, b), 4096, false));
+  // fp16 scales on group sums: a device route, but values of 10 fraction bits, which the
+  // host looks up (no bands).
+  const GemmSpec fp16_scales =
+      spec("custom:group=64,frac=35,out=24,zero=-139,groupsum=16,scale=fp16:16", "e2m1", "e2m1");
+  CHECK(block_route(fp16_scales, 4096, false) == BlockRoute::group_sums);
+  CHECK(!gemm_bands_fit(fp16_scales, 4096, false));
+  CHECK(gemm_bands_fit(spec("custom:group=32,frac=25,out=24,zero=-133,scale=ue8m0:32", "e4m3",
+                            "e4m3"), 4096, false));
 }

@@ -62,7 +62,8 @@ struct BandStreams {
 
 void run_device_bands(int n, const std::function<void(int, void*)>& in,
                       const std::function<void(int, void*)>& run,
-                      const std::function<void(int, void*)>& out) {
+                      const std::function<void(int, void*)>& out,
+                      const std::function<void(void*)>& checked) {
   if (n <= 0) return;
   const gpu::LaunchStream ls(DeviceLaunch{});  // no device: its one-line error
   BandStreams b(n);
@@ -77,7 +78,11 @@ void run_device_bands(int n, const std::function<void(int, void*)>& in,
     check(cudaStreamWaitEvent(k, b.uploaded[i], 0), "stream wait");
     run(i, k);
     check(cudaEventRecord(b.computed[i], k), "event");
-    if (i > 0) download(i - 1);
+    if (i > 0 && !checked) download(i - 1);
+  }
+  if (checked) {  // every upload checked before anything comes back
+    checked(b.up);
+    for (int i = 0; i + 1 < n; ++i) download(i);
   }
   download(n - 1);
   for (cudaStream_t s : {b.up, b.kernels[0], b.kernels[1], b.down})

@@ -165,6 +165,11 @@ struct DeviceLaunch {
   // as check_scales_on_device found them.
   bool scales_on_device = false;
   ScaleLog2 scale_log2[2];
+  // Resident codes already checked to be codes of their formats (gemm()'s bands check them as
+  // they arrive: find_bad_codes_on_device): decoded through 256-entry tables (0 past the
+  // format's codes) with no check of their own, so that a format of fewer than 256 codes does
+  // not hold the host until its kernels are done (resident_on_device).
+  bool codes_checked = false;
 };
 
 // Runs g on the current CUDA device. Throws std::runtime_error("fp8sim was built without
@@ -213,11 +218,21 @@ void copy_device_async(void* dst, std::size_t dpitch, const void* src, std::size
 // turn, after those uploads (so that the end of one band's kernels overlaps the start of the
 // next's); out(i, stream) its downloads on the download stream after its kernels, queued once
 // band i + 1's kernels are (a download to pageable memory holds the host until it is done,
-// while the GPU runs the next band). Returns when every download is done. A callback's or
-// CUDA's exception waits for everything queued, then propagates.
+// while the GPU runs the next band). Where `checked` is set, every band's uploads and kernels
+// are queued first, then checked(upload stream) runs (it may throw: then nothing has been
+// downloaded), then the downloads, each after its band's kernels. Returns when every download
+// is done. A callback's or CUDA's exception waits for everything queued, then propagates.
 void run_device_bands(int n, const std::function<void(int, void*)>& in,
                       const std::function<void(int, void*)>& run,
-                      const std::function<void(int, void*)>& out);
+                      const std::function<void(int, void*)>& out,
+                      const std::function<void(void*)>& checked = {});
+
+// Queues on `stream` (of the current device) a search of the n one-byte codes at `codes`
+// (device memory) for those at or beyond `count` (not codes of a format of `count` codes): the
+// smallest such index plus `base`, if smaller, goes to *first (device memory). No wait.
+// Throws as run_device_gemm does.
+void find_bad_codes_on_device(const std::uint8_t* codes, std::size_t n, unsigned count,
+                              std::size_t base, unsigned long long* first, void* stream);
 
 // The current CUDA device's number of streaming multiprocessors; throws as run_device_gemm
 // does.

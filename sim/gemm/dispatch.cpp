@@ -5,19 +5,19 @@
 // into the operands or applied by group sums (block_fold.hpp) or by the reference step with
 // block scales (on the CUDA engine: gemm_device.hpp), then the CUDA engine
 // (gemm_device.hpp) or the CPU engine (engine_cpu.hpp). gemm_resident() (operands in CUDA
-// memory) takes the same routes: a block-scaled model through the host entry (one copy each
-// way), else the K tail and split-K slices read in place by the CUDA engine, the reduction and
-// epilogue as the library GEMM does them. gemm() on host codes with device cuda copies the
-// codes to the device and takes gemm_resident's route (no block scales inside the MMA), so
-// the host decodes nothing. No front-end decides any of this itself.
+// memory) takes the same routes: a block-scaled model on its device routes with its scales
+// checked on the device (resident_block_scales.hpp) or else through the host entry (one copy
+// each way), else the K tail and split-K slices read in place by the CUDA engine, the
+// reduction and epilogue as the library GEMM does them. gemm() on host codes with device cuda
+// copies the codes to the device and takes gemm_resident's route (block scales inside the MMA
+// where it keeps the codes on the device), large GEMMs in bands (device_bands.hpp), so the
+// host decodes nothing. No front-end decides any of this itself.
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <bit>
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "gemm/block_fold.hpp"
@@ -28,7 +28,7 @@
 #include "gemm/gemm_device.hpp"
 #include "gemm/gemm_path.hpp"
 #include "gemm/gemm_split.hpp"
-#include "format/rounding.hpp"
+#include "gemm/resident_block_scales.hpp"
 
 namespace fp8sim {
 namespace {
@@ -37,56 +37,6 @@ void check_span(std::string_view what, std::size_t got, std::size_t want) {
   if (got != want)
     throw std::invalid_argument(fmt::format("{} has {} elements, expected {}", what, got, want));
 }
-
-// Scales a model applies inside the MMA must be values of its scale format (NaN included).
-// Formats of up to 16 bits: the format's values (every code decoded; a zero stands for both
-// signs, as == compares) as float bits; where all of them have 16 zero low bits (up to 7
-// mantissa bits: e4m3, ue8m0, ...), a scale is looked up by its high 16 bits in a 64 Ki-bit
-// table (a few nanoseconds a scale, so that FP4 GEMMs' millions of scales cost milliseconds;
-// gemm_resident looks them up on the device, check_scales_on_device), else among the sorted
-// values; wider formats: each scale encoded and decoded.
-struct ScaleValues {
-  const FormatSpec& f;
-  bool table = false, nan = false, high_half = false;
-  std::vector<std::uint32_t> values;  // sorted float bits
-  std::vector<std::uint32_t> high;    // high_half: bit (bits >> 16) set for each value
-
-  explicit ScaleValues(const FormatSpec& format) : f(format), table(total_bits(format) <= 16) {
-    for (std::uint32_t c = 0; table && c < code_count(f); ++c) {
-      const double v = decode(f, c);
-      nan = nan || std::isnan(v);
-      if (std::isnan(v) || double(float(v)) != v) continue;  // no float scale equals it
-      values.push_back(std::bit_cast<std::uint32_t>(float(v)));
-      if (v == 0.0) values.push_back(std::bit_cast<std::uint32_t>(-float(v)));
-    }
-    std::sort(values.begin(), values.end());
-    high_half = table && std::all_of(values.begin(), values.end(),
-                                     [](std::uint32_t b) { return (b & 0xffffu) == 0; });
-    if (high_half) {
-      high.assign(kScaleTableWords, 0);
-      for (std::uint32_t b : values) high[b >> 21] |= 1u << ((b >> 16) & 31);
-    }
-  }
-  bool is_value(float x) const {
-    const RoundingSpec exact{Rounding::rne, Overflow::nonsat, 32};
-    if (std::isnan(x)) return table ? nan : std::isnan(decode(f, encode(x, f, exact)));
-    const std::uint32_t b = std::bit_cast<std::uint32_t>(x);
-    if (high_half) return (b & 0xffffu) == 0 && (high[b >> 21] >> ((b >> 16) & 31)) & 1u;
-    if (table) return std::binary_search(values.begin(), values.end(), b);
-    return decode(f, encode(x, f, exact)) == x;
-  }
-  [[noreturn]] void bad(const GemmSpec& s, const char* what, std::size_t i, float x) const {
-    throw std::invalid_argument(fmt::format(
-        "{}[{}] = {} is not a {} value (model {} applies its scales inside the MMA)", what, i,
-        format_value(x), f.name, s.model.name));
-  }
-  // Throws bad() for the first scale of A's, then of B's, that is not a value.
-  void check(const GemmSpec& s, std::span<const float> sa, std::span<const float> sb) const {
-    for (const auto& [what, v] : {std::pair{"A scales", sa}, std::pair{"B scales", sb}})
-      for (std::size_t i = 0; i < v.size(); ++i)
-        if (!is_value(v[i])) bad(s, what, i, v[i]);
-  }
-};
 
 // The dispatcher under gemm(), gemm_prefixes() and batched_dot(), routes in the order of the
 // file comment. With prefixes (all_pairs only), D_prefix (P x M x N) gets the outputs at each
@@ -202,31 +152,18 @@ void gemm_prefixes(const GemmSpec& s, const Operand& A, const Operand& B,
 
 namespace {
 
-// How gemm_resident runs a block-scaled GEMM, before the scales' values and C are looked at:
-// on the device on group sums of finite formats (the group-sum step) or on single products
-// (the scales folded into the codes' values), where no bias, no library GEMM and no padded K
-// wrap it; elsewhere through the host.
-enum class BlockRoute { host, group_sums, folded };
-BlockRoute block_route(const GemmSpec& s, int K, bool bias) {
-  if (bias || needs_library_gemm(s, false) || padded_k(s, K) != K) return BlockRoute::host;
-  if (s.model.group_sum <= 1) return BlockRoute::folded;
-  const bool finite_formats =
-      s.a_format.specials == Specials::finite && s.b_format.specials == Specials::finite;
-  return group_sums_fit(s.model, s.a_format, s.b_format) && finite_formats ? BlockRoute::group_sums
-                                                                           : BlockRoute::host;
-}
-
 // gemm() on host codes with device cuda, where gemm_resident takes the codes without a round
 // trip through the host (no block scales inside the MMA, or block scales on its device
 // routes: block_route, with finite scales and C) and the spec and every argument's size are
 // right: the codes copied to the device as they are, 1 byte each, decoded there by
 // gemm_resident's route, and D copied back (large GEMMs in bands, each band's copies
-// overlapping the others' kernels: device_bands.hpp); the host does nothing proportional to
-// the data but the copies. The same bits as the host route: both are the CUDA engine on the same
-// values (tests/test_gemm_cuda.cpp pins it against the CPU engine). Returns false, having
-// done nothing, wherever the host route is to run or to give its own error (a bad spec or
-// size, a CPU-only model, no CUDA in the build or no device); a bad code is reported by the
-// device in the host decoder's words.
+// overlapping the others' kernels, block scales and C checked on the device:
+// device_bands.hpp); unbanded, the host checks block scales' and C's finiteness and the
+// folding's bounds before the copies. The same bits as the host route: both are the CUDA
+// engine on the same values (tests/test_gemm_cuda.cpp pins it against the CPU engine).
+// Returns false, D untouched, wherever the host route is to run or to give its own error (a
+// bad spec or size, a CPU-only model, no CUDA in the build or no device, block scales or C
+// off the device routes); a bad code is reported by the device in the host decoder's words.
 bool gemm_codes_on_device(const GemmSpec& s, int M, int N, int K,
                           std::span<const std::uint8_t> A, std::span<const std::uint8_t> B,
                           std::span<const float> C, std::span<const float> sa,
@@ -251,26 +188,26 @@ bool gemm_codes_on_device(const GemmSpec& s, int M, int N, int K,
   if (sa.size() != (scaled ? sh.a_rows * sh.a_cols : 0) ||
       sb.size() != (scaled ? sh.b_rows * sh.b_cols : 0))
     return false;
-  if (s.model.block_scale) {  // only where gemm_resident keeps the codes on the device
-    const BlockRoute route = block_route(s, K, !bias.empty());
-    if (route == BlockRoute::host ||
-        (route == BlockRoute::group_sums &&
-         !group_sums_on_device_fit(s, s.a_format, s.b_format, true, C, sa, sb)) ||
-        (route == BlockRoute::folded && !folded_codes_fit(s, sa, sb)))
-      return false;
-  }
-  if (gemm_bands_fit(s, !bias.empty())) {  // copies overlapping the kernels (device_bands.hpp)
+  const BlockRoute route =
+      s.model.block_scale ? block_route(s, K, !bias.empty()) : BlockRoute::host;
+  if (s.model.block_scale && route == BlockRoute::host) return false;
+  if (gemm_bands_fit(s, K, !bias.empty())) {  // copies overlapping the kernels (device_bands.hpp)
     int sms = 0;
     try {
       sms = device_sm_count();
     } catch (const std::runtime_error&) {  // no device: the host route says so in its words
       return false;
     }
-    if (const GemmBands bands = gemm_bands(s, M, N, K, sms); bands.count >= 2) {
-      gemm_codes_in_bands(s, M, N, K, A, B, C, sa, sb, D, bands);
-      return true;
-    }
+    // Block scales checked on the device there: false where they (or C) send the GEMM to the
+    // host route, as gemm_resident's device check would.
+    if (const GemmBands bands = gemm_bands(s, M, N, K, sms); bands.count >= 2)
+      return gemm_codes_in_bands(s, M, N, K, A, B, C, sa, sb, D, bands);
   }
+  // Block scales: only where gemm_resident keeps the codes on the device.
+  if ((route == BlockRoute::group_sums &&
+       !group_sums_on_device_fit(s, s.a_format, s.b_format, true, C, sa, sb)) ||
+      (route == BlockRoute::folded && !folded_codes_fit(s, sa, sb)))
+    return false;
   DeviceBlock da, db, dc, dd;
   try {  // no CUDA in this build, or no device: the host route says so in its words
     da.p = device_pool_malloc(A.size());
@@ -329,43 +266,25 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
   if (s.model.block_scale) {
     // Scales inside the MMA on group sums: the CUDA engine's group-sum step reads the codes in
     // place where it is exact (finite elements, scales and C) and no library GEMM wraps it.
-    const FormatSpec& sf = s.model.block_scale->format;
+    // Power-of-two scales on single products (kind::mxf8f6f4): folded into the codes' values
+    // where the kernels read them, where every folded value is exact.
     const BlockRoute route = block_route(s, K, !bias.empty());
     const bool group_route = route == BlockRoute::group_sums;
     const bool folded_route = route == BlockRoute::folded;
-    const ScaleValues values(sf);
+    const ScaleValues values(s.model.block_scale->format);
     if ((group_route || folded_route) && values.high_half) {
-      // The scales go to the device once and are checked there (the same test as
-      // ScaleValues::check's, with their log2 ranges for folding), and the kernels read that
+      // The scales go to the device once and are checked there, and the kernels read that
       // copy: the group-sum step, or the codes' decoding that folds them in.
-      DeviceBlock copy;  // read by the kernels queued on `stream`
-      const std::size_t n = sa.size() + sb.size();
-      copy.p = device_pool_malloc(std::max<std::size_t>(n, 1) * sizeof(float), device);
-      copy.stream = stream;
-      float* d = static_cast<float*>(copy.p);
-      copy_device(d, sa.data(), sa.size_bytes(), true, stream, device);
-      copy_device(d + sa.size(), sb.data(), sb.size_bytes(), true, stream, device);
-      const DeviceScaleCheck c = check_scales_on_device(d, n, sa.size(), values.high.data(),
-                                                        values.nan, stream, device);
-      if (c.first_bad < sa.size()) values.bad(s, "A scales", c.first_bad, sa[c.first_bad]);
-      if (c.first_bad < n)
-        values.bad(s, "B scales", c.first_bad - sa.size(), sb[c.first_bad - sa.size()]);
-      DeviceLaunch launch;
-      launch.scales_on_device = true;
-      launch.scale_log2[0] = c.a;
-      launch.scale_log2[1] = c.b;
-      if ((group_route && c.finite &&
-           (C == nullptr || device_all_finite(C, outputs, stream, device))) ||
-          (folded_route && folded_codes_fit(s, c.a, c.b)))
-        return resident_on_device(s, M, N, K, 0, K, K, A, B, C, {d, sa.size()},
-                                  {d + sa.size(), sb.size()}, D, stream, device, launch);
+      DeviceBlock copy;
+      if (const auto d = block_scales_on_device(s, route, values, sa, sb, C, outputs, copy,
+                                                stream, device))
+        return resident_on_device(s, M, N, K, 0, K, K, A, B, C, d->a, d->b, D, stream, device,
+                                  d->launch);
     } else {
       values.check(s, sa, sb);
       if (group_route && group_sums_on_device_fit(s, s.a_format, s.b_format, true, {}, sa, sb) &&
           (C == nullptr || device_all_finite(C, outputs, stream, device)))
         return resident_on_device(s, M, N, K, 0, K, K, A, B, C, sa, sb, D, stream, device);
-      // Power-of-two scales on single products (kind::mxf8f6f4): folded into the codes'
-      // values where the kernels read them, where every folded value is exact.
       if (folded_route && folded_codes_fit(s, sa, sb))
         return resident_on_device(s, M, N, K, 0, K, K, A, B, C, sa, sb, D, stream, device);
     }

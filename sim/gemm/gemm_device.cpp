@@ -315,13 +315,20 @@ void scaled_reference_on_device(const GemmSpec& s, const Operand& A, const Opera
 namespace {
 
 // Code -> value table of a format of at most 8 bits (every code; larger codes are reported
-// as bad), made once per format.
-const std::vector<float>& resident_code_table(const FormatSpec& f) {
-  return once_per_format<std::vector<float>>(f, [](const FormatSpec& format) {
-    std::vector<float> t(code_count(format));
-    for (std::uint32_t c = 0; c < t.size(); ++c) t[c] = static_cast<float>(decode(format, c));
+// as bad), made once per format; `checked` (DeviceLaunch::codes_checked): 256 entries, 0 past
+// the format's codes, so that none is reported.
+const std::vector<float>& resident_code_table(const FormatSpec& f, bool checked) {
+  auto make = [](const FormatSpec& format, std::size_t size) {
+    std::vector<float> t(size, 0.0f);
+    for (std::uint32_t c = 0; c < code_count(format); ++c)
+      t[c] = static_cast<float>(decode(format, c));
     return t;
-  });
+  };
+  if (checked)
+    return once_per_format<std::vector<float>>(
+        f, [&](const FormatSpec& format) { return make(format, 256); });
+  return once_per_format<std::vector<float>>(
+      f, [&](const FormatSpec& format) { return make(format, code_count(format)); });
 }
 
 }  // namespace
@@ -331,8 +338,8 @@ void resident_on_device(const GemmSpec& s, int M, int N, int ld, int k0, int len
                         std::span<const float> sa, std::span<const float> sb, float* D,
                         void* stream, int device, const DeviceLaunch& base) {
   const int K = len;
-  const std::vector<float>& lut_a = resident_code_table(s.a_format);
-  const std::vector<float>& lut_b = resident_code_table(s.b_format);
+  const std::vector<float>& lut_a = resident_code_table(s.a_format, base.codes_checked);
+  const std::vector<float>& lut_b = resident_code_table(s.b_format, base.codes_checked);
   const bool group_sums = s.model.block_scale && s.model.group_sum > 1;
   const bool fold = s.model.block_scale && !group_sums;
   DeviceGemm g;

@@ -84,7 +84,8 @@ void scaled_reference_on_device(const GemmSpec& s, const Operand& A, const Opera
 // (group_sums_on_device_fit holds, C's finiteness checked on the device) or with its scales
 // folded into the codes' values as the kernels read them (folded_codes_fit holds; sa and sb
 // host memory, or device memory where launch.scales_on_device, with their log2 ranges).
-// `launch`: how the engine launches (tests), its stream and device replaced by these.
+// `launch`: how the engine launches (tests; codes_checked: the codes checked already, gemm()'s
+// bands), its stream and device replaced by these.
 void resident_on_device(const GemmSpec& s, int M, int N, int ld, int k0, int len, int cols,
                         const std::uint8_t* A, const std::uint8_t* B, const float* C,
                         std::span<const float> sa, std::span<const float> sb, float* D,

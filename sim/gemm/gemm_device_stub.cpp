@@ -1,9 +1,9 @@
 // gemm_device_stub: the CUDA GEMM engine's entry points (run_device_gemm, copy_device,
-// copy_device_async, run_device_bands, device_sm_count, run_device_epilogue,
-// device_all_finite, check_scales_on_device, device_malloc, device_free,
-// device_pool_malloc, device_pool_free,
-// device_kernel_seconds, device_kernel_take, device_memory_peak) in a build without CUDA
-// (linked instead of cuda/engine/'s).
+// copy_device_async, run_device_bands, find_bad_codes_on_device, device_sm_count,
+// run_device_epilogue, device_all_finite, check_scales_on_device, device_malloc,
+// device_free, device_pool_malloc, device_pool_free, device_kernel_seconds,
+// device_kernel_take, device_memory_peak) in a build without CUDA (linked instead of
+// cuda/engine/'s).
 #include <stdexcept>
 
 #include "gemm/device_gemm.hpp"
@@ -25,7 +25,13 @@ void copy_device_async(void*, std::size_t, const void*, std::size_t, std::size_t
 
 void run_device_bands(int, const std::function<void(int, void*)>&,
                       const std::function<void(int, void*)>&,
-                      const std::function<void(int, void*)>&) {
+                      const std::function<void(int, void*)>&,
+                      const std::function<void(void*)>&) {
+  throw std::runtime_error("device cuda: fp8sim was built without CUDA");
+}
+
+void find_bad_codes_on_device(const std::uint8_t*, std::size_t, unsigned, std::size_t,
+                              unsigned long long*, void*) {
   throw std::runtime_error("device cuda: fp8sim was built without CUDA");
 }
 

@@ -13,6 +13,11 @@
 
 namespace fp8sim {
 
+std::string bad_code_message(const FormatSpec& f, std::uint64_t code, std::size_t row,
+                             std::size_t col) {
+  return fmt::format("code {:#x} at ({}, {}) is not a code of {}", code, row, col, f.name);
+}
+
 namespace {
 
 struct DecodedCode {
@@ -57,9 +62,8 @@ Operand decode_codes(const FormatSpec& f, int rows, int cols, std::span<const Co
   }
   for (std::size_t i = 0; i < codes.size(); ++i) {
     if (!is_valid_code(f, codes[i]))
-      throw std::invalid_argument(fmt::format("code {:#x} at ({}, {}) is not a code of {}",
-                                              static_cast<std::uint64_t>(codes[i]), i / cols,
-                                              i % cols, f.name));
+      throw std::invalid_argument(
+          bad_code_message(f, codes[i], i / std::size_t(cols), i % std::size_t(cols)));
     const DecodedCode d = tabled ? table[codes[i]] : decode_code(f, codes[i]);
     op.value[i] = d.value;
     op.exponent[i] = d.exponent;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "accumulator/accumulator.hpp"
@@ -22,9 +23,12 @@ struct Operand {
   std::vector<std::int16_t> exponent;
   bool has_special = false;  // some element is NaN or Inf
 };
-// From codes of `f` (any format up to 16 bits; codes are validated).
+// From codes of `f` (any format up to 16 bits; codes are validated: bad_code_message's line).
 Operand decode_operand(const FormatSpec& f, int rows, int cols, std::span<const std::uint8_t> codes);
 Operand decode_operand(const FormatSpec& f, int rows, int cols, std::span<const std::uint32_t> codes);
+// The one-line error for `code`, not a code of `f`, at (row, col) of an operand.
+std::string bad_code_message(const FormatSpec& f, std::uint64_t code, std::size_t row,
+                             std::size_t col);
 // From values already representable in `f` (e.g. quantize() results); throws
 // std::invalid_argument if one is not.
 Operand operand_from_values(const FormatSpec& f, int rows, int cols, std::span<const double> values);
