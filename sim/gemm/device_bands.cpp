@@ -80,16 +80,19 @@ bool gemm_codes_in_bands(const GemmSpec& s, int M, int N, int K,
   launch.scales_on_device = true;  // read in place (none: null)
   launch.codes_checked = true;     // below, as they arrive
   const float *dsa = nullptr, *dsb = nullptr;
-  bool c_uploaded = false;
+  bool c_uploaded = false;  // C whole in place already (row bands: each band's rows of it)
+  DeviceBlock c_whole;      // column bands: C whole for the check (each band's C is packed)
   if (const auto& block = s.model.block_scale) {
     const BlockRoute route = block_route(s, K, false);
+    float* c_check = nullptr;
     if (c && route == BlockRoute::group_sums) {
-      copy_device(c, C.data(), outputs * sizeof(float), true);
-      c_uploaded = true;
+      c_uploaded = bands.rows;
+      if (!c_uploaded) c_whole.p = device_pool_malloc(outputs * sizeof(float));
+      c_check = c_uploaded ? c : static_cast<float*>(c_whole.p);
+      copy_device(c_check, C.data(), outputs * sizeof(float), true);
     }
     const auto on_device = block_scales_on_device(s, route, ScaleValues(block->format), sa, sb,
-                                                  c_uploaded ? c : nullptr, outputs, ds,
-                                                  nullptr, -1);
+                                                  c_check, outputs, ds, nullptr, -1);
     if (!on_device) return false;
     dsa = on_device->a.data();
     dsb = on_device->b.data();
