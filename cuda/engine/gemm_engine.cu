@@ -468,9 +468,9 @@ std::size_t dot_resident_blocks() {
 // The per-output kernel: every output, or (redo_only, after a tiled kernel) those holding
 // kRedoBits, usually none. Those it finds by a pass over D: there a grid that fills the GPU
 // twice, each thread striding over D, instead of a block per 128 outputs, whose blocks cost
-// about 100 ns an output (the per-output kernel's registers and stack): 1.8 ms of 4096^3
-// nvfp4's 17.6 ms (Nsight Compute, H100, 2026-11-27). The outputs' bits do not depend on the
-// grid.
+// about 100 ns an output (the per-output kernel's registers and stack): 1.8 ms of the 18 ms
+// of 4096^3 nvfp4's kernels (Nsight Compute, H100, 2026-11-27; 2048x2048x1024's kernels 2.95e12
+// to 4.1e12 MAC/s without them). The outputs' bits do not depend on the grid.
 void launch_dot(Params p, bool redo_only, cudaStream_t st) {
   p.redo_only = redo_only;
   const std::size_t outputs = std::size_t(p.g.M) * p.g.N;
