@@ -53,7 +53,7 @@ int cmd_capture(const std::string& out, std::uint64_t seed) {
         const auto d = v.run(c);
         CaptureCase cc{fmt::format("{}_k{}", s, c.K), v.kernel, s, fmt::format("{:#x}", c.seed),
                        "", variant_spec(v, c, "exact", v.promote_every), c.M, c.N, c.K, c.A, c.B,
-                       c.C, c.sa, c.sb, {}, d, {}, {}};
+                       c.C, c.sa, c.sb, {}, d, {}, {}, {}, {}, {}};
         // Prefixes (K >= 512): the kernel on the first k columns, k = K/4, 2K/4, 3K/4.
         const int unit = v.block_scales ? 128 : 32;
         for (int j = 1; j <= 4 && c.K >= 512; ++j) {
