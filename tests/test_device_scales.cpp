@@ -27,6 +27,7 @@
 #include "scaling/device_scales.hpp"
 #include "scaling/quantize_device.hpp"
 #include "scaling/scaling.hpp"
+#include "rounding_probes.hpp"
 #include "test_seed.hpp"
 
 using namespace fp8sim;
@@ -85,18 +86,11 @@ std::vector<double> draw_amax(const ScaleGroups& g, int tensor_rows, bool two_le
   const double fmax = max_finite(f);
   static const std::vector<double> ue4m3_points = [] {
     const FormatSpec u = format_by_name("ue4m3");
-    std::vector<double> v, out;
+    std::vector<double> v;
     for (std::uint32_t c : all_codes(u))
       if (const double x = decode(u, c); std::isfinite(x)) v.push_back(x);
     std::sort(v.begin(), v.end());
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      out.insert(out.end(), {v[i], std::nextafter(v[i], 0.0), std::nextafter(v[i], 1e9)});
-      if (i + 1 < v.size()) {
-        const double mid = 0.5 * (v[i] + v[i + 1]);
-        out.insert(out.end(), {mid, std::nextafter(mid, 0.0), std::nextafter(mid, 1e9)});
-      }
-    }
-    return out;
+    return test::rounding_probes(v);
   }();
   const std::vector<double> fixed = {
       0.0, -0.0, std::numeric_limits<double>::denorm_min(), 0x1p-1022, 0x1.8p-1060, 1e-300,

@@ -17,6 +17,7 @@
 #include "format/format.hpp"
 #include "scaling/quantize_device.hpp"
 #include "format/rounding.hpp"
+#include "rounding_probes.hpp"
 
 using namespace fp8sim;
 
@@ -36,16 +37,9 @@ TEST_CASE("the GPU quantiser's table rounds as encode() does", "[quantize][exhau
                            "e2m1", "e3m3", "e2m2", "e6m1", "e1m6"}) {
     const FormatSpec f = format_by_name(name);
     const DeviceEncodeTable t = device_encode_table(f);
-    std::vector<double> probes = {0.0, -0.0, std::numeric_limits<double>::denorm_min(),
-                                  2 * t.value[t.n - 1], 1e300};
-    for (int i = 0; i < t.n; ++i) {
-      const double v = t.value[i];
-      probes.insert(probes.end(), {v, std::nextafter(v, 0.0), std::nextafter(v, INFINITY)});
-      if (i + 1 < t.n) {
-        const double mid = 0.5 * (v + t.value[i + 1]);
-        probes.insert(probes.end(), {mid, std::nextafter(mid, 0.0), std::nextafter(mid, INFINITY)});
-      }
-    }
+    std::vector<double> probes = test::rounding_probes({t.value, std::size_t(t.n)});
+    probes.insert(probes.end(), {0.0, -0.0, std::numeric_limits<double>::denorm_min(),
+                                 2 * t.value[t.n - 1], 1e300});
     std::uniform_real_distribution<double> exponent(std::log2(t.value[1]) - 4,
                                                     std::log2(t.value[t.n - 1]) + 2);
     for (int i = 0; i < 20000; ++i) probes.push_back(std::exp2(exponent(gen)));
@@ -66,17 +60,11 @@ TEST_CASE("the GPU quantiser's scale table rounds as encode() does", "[quantize]
   const DeviceRoundTable t = device_round_table(f);
   REQUIRE(t.n == 127);  // UE4M3: codes 0x00 to 0x7e are 0 to 448, 0x7f is NaN
   REQUIRE(t.value[t.n - 1] == 448);
-  std::vector<double> probes = {0.0, -0.0, std::numeric_limits<double>::denorm_min(),
-                                2 * t.value[t.n - 1], 1e300, INFINITY, -INFINITY, NAN, -1.0,
-                                -std::numeric_limits<double>::denorm_min(), -1e300};
-  for (int i = 0; i < t.n; ++i) {
-    const double v = t.value[i];
-    probes.insert(probes.end(), {v, std::nextafter(v, 0.0), std::nextafter(v, INFINITY), -v});
-    if (i + 1 < t.n) {
-      const double mid = 0.5 * (v + t.value[i + 1]);
-      probes.insert(probes.end(), {mid, std::nextafter(mid, 0.0), std::nextafter(mid, INFINITY)});
-    }
-  }
+  std::vector<double> probes = test::rounding_probes({t.value, std::size_t(t.n)});
+  for (int i = 0; i < t.n; ++i) probes.push_back(-t.value[i]);
+  probes.insert(probes.end(), {0.0, -0.0, std::numeric_limits<double>::denorm_min(),
+                               2 * t.value[t.n - 1], 1e300, INFINITY, -INFINITY, NAN, -1.0,
+                               -std::numeric_limits<double>::denorm_min(), -1e300});
   std::uniform_real_distribution<double> exponent(-14, 12);
   for (int i = 0; i < 20000; ++i) probes.push_back(std::exp2(exponent(gen)));
   const RoundingSpec rne_sat{Rounding::rne, Overflow::saturate, 32};
