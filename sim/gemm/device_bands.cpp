@@ -19,7 +19,7 @@ bool gemm_bands_fit(const GemmSpec& s, int K, bool bias) {
   if (total_bits(s.a_format) > 8 || total_bits(s.b_format) > 8 || needs_library_gemm(s, bias))
     return false;
   const auto& in = s.model.block_scale;
-  return !in || (block_route(s, K, bias) != BlockRoute::host && ScaleValues(in->format).high_half);
+  return !in || (block_route(s, K, bias) != BlockRoute::host && scale_values(in->format).high_half);
 }
 
 namespace {
@@ -91,7 +91,7 @@ bool gemm_codes_in_bands(const GemmSpec& s, int M, int N, int K,
       c_check = c_uploaded ? c : static_cast<float*>(c_whole.p);
       copy_device(c_check, C.data(), outputs * sizeof(float), true);
     }
-    const auto on_device = block_scales_on_device(s, route, ScaleValues(block->format), sa, sb,
+    const auto on_device = block_scales_on_device(s, route, scale_values(block->format), sa, sb,
                                                   c_check, outputs, ds, nullptr, -1);
     if (!on_device) return false;
     dsa = on_device->a.data();

@@ -95,7 +95,7 @@ void dispatch(const GemmSpec& s, const Operand& A_in, const Operand& B_in,
   }
   check_span("D prefixes", D_prefix.size(), prefix.size() * outputs);
   if (const auto& in = spec.model.block_scale) {
-    ScaleValues(in->format).check(spec, sa, sb);
+    scale_values(in->format).check(spec, sa, sb);
     const bool on_device = spec.device == Device::cuda && prefix.empty();
     if (auto folded = fold_block_scales(spec, A, B, sa, sb, sh.a_cols, sh.b_cols)) {
       const GemmSpec plain = without_block_scales(spec);
@@ -271,7 +271,7 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
     const BlockRoute route = block_route(s, K, !bias.empty());
     const bool group_route = route == BlockRoute::group_sums;
     const bool folded_route = route == BlockRoute::folded;
-    const ScaleValues values(s.model.block_scale->format);
+    const ScaleValues& values = scale_values(s.model.block_scale->format);
     if ((group_route || folded_route) && values.high_half) {
       // The scales go to the device once and are checked there, and the kernels read that
       // copy: the group-sum step, or the codes' decoding that folds them in.

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "format/per_format.hpp"
 #include "format/rounding.hpp"
 #include "gemm/gemm_device.hpp"
 #include "gemm/gemm_path.hpp"
@@ -42,6 +43,10 @@ ScaleValues::ScaleValues(const FormatSpec& format)
     high.assign(kScaleTableWords, 0);
     for (std::uint32_t b : values) high[b >> 21] |= 1u << ((b >> 16) & 31);
   }
+}
+
+const ScaleValues& scale_values(const FormatSpec& format) {
+  return once_per_format<ScaleValues>(format, [](const FormatSpec& f) { return ScaleValues(f); });
 }
 
 bool ScaleValues::is_value(float x) const {

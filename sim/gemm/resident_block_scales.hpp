@@ -30,7 +30,7 @@ BlockRoute block_route(const GemmSpec& s, int K, bool bias);
 // milliseconds; on resident codes the device looks them up: block_scales_on_device), else
 // among the sorted values; wider formats: each scale encoded and decoded.
 struct ScaleValues {
-  const FormatSpec& f;
+  FormatSpec f;
   bool table = false, nan = false, high_half = false;
   std::vector<std::uint32_t> values;  // sorted float bits
   std::vector<std::uint32_t> high;    // high_half: bit (bits >> 16) set for each value
@@ -42,6 +42,8 @@ struct ScaleValues {
   // Throws bad() for the first scale of A's, then of B's, that is not a value.
   void check(const GemmSpec& s, std::span<const float> sa, std::span<const float> sb) const;
 };
+// ScaleValues of `format`, made once per format (a pure function of it) and kept.
+const ScaleValues& scale_values(const FormatSpec& format);
 
 // The block scales in device memory, as the route reads them: A's and B's (`copy`'s memory),
 // and the launch that says so (scales_on_device, their log2 ranges for folding).
