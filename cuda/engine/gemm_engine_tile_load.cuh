@@ -1,8 +1,9 @@
 // gemm_engine_tile_load: the float kernels' operands (gemm_engine_tiled_f32.cuh) and their way
 // into shared memory: prepared once per GEMM (prepare_tile_operand: transposed, padded, with
 // each element's alignment exponent and the rows' sign bits, so that a block's slab loads are
-// 16-byte copies), or resident codes read in place (load_code_slab: each thread decodes one
-// row's part of the slab through a shared-memory table of the code's value and exponent).
+// 16-byte copies), or resident codes read in place (fetch_code_slab, one slab ahead, and
+// store_code_slab: each thread decodes one row's part of the slab through a shared-memory
+// table of the code's value and exponent).
 // Where power-of-two block scales are folded into the operands (DeviceGemm::fold), the
 // prepared values already hold them and each element's alignment floor moves with its scale;
 // codes are scaled as they are decoded (TileOperand::fold).
@@ -251,7 +252,7 @@ __device__ __forceinline__ void decode_code_row(const uint4 (&w)[PER / 16], unsi
     reinterpret_cast<unsigned short*>(bits)[kbeg / 16] = static_cast<unsigned short>(sb);
 }
 
-// The part of a slab of codes thread t decodes (load_code_slab): part t / (BM + BN) (of S:
+// The part of a slab of codes thread t decodes (fetch_code_slab, store_code_slab): part t / (BM + BN) (of S:
 // halves of the slab's 32 K elements where the block has twice as many threads as rows, else
 // all of them) of row t % (BM + BN) of the tiles, A's rows then B's, so that a warp's lanes
 // are consecutive rows (its shared-memory stores hit 32 banks). none: threads past them.
@@ -284,71 +285,92 @@ __device__ __forceinline__ std::size_t code_slab_fold_base(const TileParams& tp,
   return FOLD && !pt.none && o.fold.scales != nullptr ? o.fold.row_base(pt.row) : 0;
 }
 
-// One slab of both operands read as codes (TileOperand::code), each thread its CodeSlabPart.
-// A part's codes are one 16-byte load each 16 where the row and the part are whole and the
-// rows lie on 16 bytes (vec16), else byte loads, +0 beyond the operand's rows and cols.
-// Folded scales: the part's scale is read first (fold_base: code_slab_fold_base), so that its
-// load is in flight with the codes'.
-template <int BM, int BN, int NT, int PAD, bool FOLD, class V>
-__device__ __forceinline__ void load_code_slab(const TileParams& tp, int m0, int n0, int k0,
-                                               std::size_t fold_base, const uint2* lut,
-                                               V (*As)[BM + PAD], int (*Am)[BM + PAD],
-                                               short (*Ae)[BM + 2 * PAD], unsigned* Abits,
-                                               V (*Bs)[BN + PAD], int (*Bm)[BN + PAD],
-                                               unsigned (*Be)[BN + PAD], unsigned* Bbits) {
+// A thread's part of one slab of codes (its CodeSlabPart) in registers: fetched from global
+// memory (fetch_code_slab) one slab ahead of its decoding into the tiles (store_code_slab), so
+// that the loads are in flight while the block computes on the slab before.
+template <int W>
+struct CodeSlabRegs {
+  uint4 w[W];
+  unsigned valid;  // bit i: code i lies in the operand (else +0)
+  float sc;        // the part's folded scale (1 where none)
+};
+
+// Fetch: a part's codes are one 16-byte load each 16 where the row and the part are whole and
+// the rows lie on 16 bytes (vec16), else byte loads, +0 beyond the operand's rows and cols.
+// Folded scales: the launch folds codes only where a scale block holds whole slabs (a multiple
+// of 32 elements), so one scale, the one of k0, covers the part (fold_base:
+// code_slab_fold_base).
+template <int BM, int BN, int NT, bool FOLD>
+__device__ __forceinline__ void fetch_code_slab(
+    const TileParams& tp, int m0, int n0, int k0, std::size_t fold_base,
+    CodeSlabRegs<CodeSlabPart<BM, BN, NT>::PER / 16>& f) {
   using Part = CodeSlabPart<BM, BN, NT>;
   constexpr int PER = Part::PER, W = PER / 16;
   const Part pt(m0, n0);
   if (pt.none) return;
-  const bool is_a = pt.is_a;
-  const int r = pt.r, row = pt.row, kbeg = pt.kbeg;
+  const int row = pt.row, kbeg = pt.kbeg;
   const TileOperand& o = pt.operand(tp);
-  // The part's folded scale (FOLD): the launch folds codes only where a scale block holds
-  // whole slabs (a multiple of 32 elements), so one scale, the one of k0, covers the part.
   const bool folds = FOLD && o.fold.scales != nullptr && row < o.rows;
-  const float sc = folds ? o.fold.at(fold_base, k0) : 1.0f;
+  f.sc = folds ? o.fold.at(fold_base, k0) : 1.0f;
   const unsigned char* src =
       o.code + std::size_t(unsigned(row)) * unsigned(o.ld) + unsigned(k0 + kbeg);
-  uint4 w[W];
-  unsigned valid = ~0u;
+  f.valid = ~0u;
   if (row < o.rows && k0 + kbeg + PER <= o.cols && o.vec16) {
 #pragma unroll
-    for (int j = 0; j < W; ++j) w[j] = reinterpret_cast<const uint4*>(src)[j];
-  } else {
-    unsigned x[4 * W];
-    valid = 0;
-#pragma unroll
-    for (int j = 0; j < 4 * W; ++j) x[j] = 0;
-#pragma unroll
-    for (int i = 0; i < PER; ++i) {
-      const bool in = row < o.rows && k0 + kbeg + i < o.cols;
-      x[i / 4] |= (in ? unsigned(src[i]) : 0u) << (8 * (i % 4));
-      valid |= unsigned(in) << i;
-    }
-#pragma unroll
-    for (int j = 0; j < W; ++j)
-      w[j] = make_uint4(x[4 * j], x[4 * j + 1], x[4 * j + 2], x[4 * j + 3]);
-    if (PER < 32 && valid == (1u << (PER % 32)) - 1u) valid = ~0u;  // whole after all
+    for (int j = 0; j < W; ++j) f.w[j] = reinterpret_cast<const uint4*>(src)[j];
+    return;
   }
-  const uint2* tab = lut + (is_a ? 0 : kTileLutEntries);
+  unsigned x[4 * W];
+  unsigned valid = 0;
+#pragma unroll
+  for (int j = 0; j < 4 * W; ++j) x[j] = 0;
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const bool in = row < o.rows && k0 + kbeg + i < o.cols;
+    x[i / 4] |= (in ? unsigned(src[i]) : 0u) << (8 * (i % 4));
+    valid |= unsigned(in) << i;
+  }
+#pragma unroll
+  for (int j = 0; j < W; ++j) f.w[j] = make_uint4(x[4 * j], x[4 * j + 1], x[4 * j + 2], x[4 * j + 3]);
+  if (PER < 32 && valid == (1u << (PER % 32)) - 1u) valid = ~0u;  // whole after all
+  f.valid = valid;
+}
+
+// Store: the fetched part decoded into the block's tiles (decode_code_row).
+template <int BM, int BN, int NT, int PAD, bool FOLD, class V>
+__device__ __forceinline__ void store_code_slab(
+    const CodeSlabRegs<CodeSlabPart<BM, BN, NT>::PER / 16>& f, int m0, int n0, const uint2* lut, V (*As)[BM + PAD], int (*Am)[BM + PAD],
+    short (*Ae)[BM + 2 * PAD], unsigned* Abits, V (*Bs)[BN + PAD], int (*Bm)[BN + PAD],
+    unsigned (*Be)[BN + PAD], unsigned* Bbits) {
+  using Part = CodeSlabPart<BM, BN, NT>;
+  constexpr int PER = Part::PER;
+  const Part pt(m0, n0);
+  if (pt.none) return;
+  const int r = pt.r, kbeg = pt.kbeg;
+  const uint2* tab = lut + (pt.is_a ? 0 : kTileLutEntries);
+  // sc is 1 where the part folds no scale: its shift is 0.
   const unsigned shift =
-      folds ? __byte_perm(static_cast<unsigned>(fold_shift(sc)), 0, 0x1010) : 0u;
-  if (is_a) {
+      FOLD ? __byte_perm(static_cast<unsigned>(fold_shift(f.sc)), 0, 0x1010) : 0u;
+  if (pt.is_a) {
     constexpr int ST = BM + PAD, EST = BM + 2 * PAD;
-    if (valid == ~0u)
+    if (f.valid == ~0u)
       decode_code_row<false, FOLD, short, ST, EST, PER>(
-          w, valid, tab, sc, shift, &As[kbeg][r], &Am[kbeg][r], &Ae[kbeg][r], &Abits[r], kbeg);
+          f.w, f.valid, tab, f.sc, shift, &As[kbeg][r], &Am[kbeg][r], &Ae[kbeg][r], &Abits[r],
+          kbeg);
     else
       decode_code_row<true, FOLD, short, ST, EST, PER>(
-          w, valid, tab, sc, shift, &As[kbeg][r], &Am[kbeg][r], &Ae[kbeg][r], &Abits[r], kbeg);
+          f.w, f.valid, tab, f.sc, shift, &As[kbeg][r], &Am[kbeg][r], &Ae[kbeg][r], &Abits[r],
+          kbeg);
   } else {
     constexpr int ST = BN + PAD;
-    if (valid == ~0u)
+    if (f.valid == ~0u)
       decode_code_row<false, FOLD, unsigned, ST, ST, PER>(
-          w, valid, tab, sc, shift, &Bs[kbeg][r], &Bm[kbeg][r], &Be[kbeg][r], &Bbits[r], kbeg);
+          f.w, f.valid, tab, f.sc, shift, &Bs[kbeg][r], &Bm[kbeg][r], &Be[kbeg][r], &Bbits[r],
+          kbeg);
     else
       decode_code_row<true, FOLD, unsigned, ST, ST, PER>(
-          w, valid, tab, sc, shift, &Bs[kbeg][r], &Bm[kbeg][r], &Be[kbeg][r], &Bbits[r], kbeg);
+          f.w, f.valid, tab, f.sc, shift, &Bs[kbeg][r], &Bm[kbeg][r], &Be[kbeg][r], &Bbits[r],
+          kbeg);
   }
 }
 

@@ -21,7 +21,7 @@
 // The operands are prepared once per GEMM (prepare_tile_operand: transposed, padded, with
 // their exponents and sign bits), so that a block's slab loads are 16-byte copies; or, for
 // resident codes (Params::codes), read in place: each thread decodes one row's 32 codes of
-// the slab through a shared-memory table of the code's value and exponent (load_code_slab),
+// the slab through a shared-memory table of the code's value and exponent (store_code_slab),
 // so that no prepared copy exists.
 // WIDE (double steps, DeviceStep::f64, of at most 25 fraction bits (26 in steps of 16):
 // Blackwell's FP8 and MX steps, Hopper's and Ampere's HMMA): a cut magnitude n needs up to
@@ -95,7 +95,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
   static_assert(!WIDE || !RNE, "the double step cuts its terms (and c's) toward zero");
   using V = std::conditional_t<WIDE, double, float>;  // the tiles' values (tile_value)
   static_assert(BK % G == 0 && NT % 32 == 0 && (TM % 8 == 0 || TM == 4 || TM == 2) &&
-                (TN % 4 == 0 || TN <= 2) && BM + BN <= NT);  // BM + BN: load_code_slab
+                (TN % 4 == 0 || TN <= 2) && BM + BN <= NT);  // BM + BN: CodeSlabPart
   extern __shared__ __align__(16) unsigned char smem[];  // tiled_f32_smem_bytes(.., sizeof(V))
   const Params& p = tp.p;
   unsigned char* at = smem;
@@ -144,16 +144,23 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
     __syncthreads();
   }
 
+  // Read as codes: the thread's part of the next slab, fetched one slab ahead.
+  CodeSlabRegs<CodeSlabPart<BM, BN, NT>::PER / 16> next;
+  if (codes && kr.begin < kr.end)
+    fetch_code_slab<BM, BN, NT, WIDE>(tp, m0, n0, kr.begin, fold_base, next);
+
   for (int k0 = kr.begin; k0 < kr.end; k0 += BK) {
     // 0. The slab: values, sign masks (all-ones for a negative value), exponents, sign bits.
     if (codes) {
-      load_code_slab<BM, BN, NT, PAD, WIDE>(tp, m0, n0, k0, fold_base, lut, As, Am, Ae, Abits,
-                                              Bs, Bm, Be, Bbits);
+      store_code_slab<BM, BN, NT, PAD, WIDE>(next, m0, n0, lut, As, Am, Ae, Abits, Bs, Bm, Be,
+                                               Bbits);
     } else {
       load_tile_slab<BM, NT, false, PAD>(tp.ta, m0, k0, As, Am, Ae, Abits);
       load_tile_slab<BN, NT, true, PAD>(tp.tb, n0, k0, Bs, Bm, Be, Bbits);
     }
     __syncthreads();
+    if (codes && k0 + BK < kr.end)
+      fetch_code_slab<BM, BN, NT, WIDE>(tp, m0, n0, k0 + BK, fold_base, next);
 #pragma unroll 1
     for (int s = 0; s < BK; s += G) {
       const int kb = k0 + s;
