@@ -145,7 +145,8 @@ class _Float8LinearFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, r: Recipe) -> torch.Tensor:
         g = r.fprop
-        w_again, x_again, _ = _reuse(r)
+        reuse = _reuse(r)
+        w_again, x_again, _ = reuse
         qx = qw = None
         if x.shape[0] and weight.shape[0] and x.shape[1]:  # else zeros: nothing quantised
             qx = _quantized(x, g.a_format, g.a_scaling, "a")
@@ -153,6 +154,7 @@ class _Float8LinearFunction(torch.autograd.Function):
         y = _recipe_mm(g, x, weight, qx, qw)
         keep_w, keep_x = qw is not None and w_again, qx is not None and x_again
         ctx.kept = (keep_w, keep_x)
+        ctx.dy_again = reuse[2]
         ctx.save_for_backward(x, weight, *(qw if keep_w else ()), *(qx if keep_x else ()))
         ctx.recipe = r
         return y.to(x.dtype)
@@ -174,7 +176,7 @@ class _Float8LinearFunction(torch.autograd.Function):
                                            lambda: x.t().contiguous())
         d, w = r.dgrad, r.wgrad
         qdy = None
-        if _reuse(r)[2] and dy.shape[0] and weight.shape[1] and dy.shape[1]:
+        if ctx.dy_again and dy.shape[0] and weight.shape[1] and dy.shape[1]:
             qdy = _quantized(dy, d.a_format, d.a_scaling, "a")
         dx = _recipe_mm(d, dy, None if keep_w else weight.t().contiguous(), qdy,
                         qw_t).to(x.dtype)
