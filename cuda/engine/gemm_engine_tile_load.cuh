@@ -252,10 +252,11 @@ __device__ __forceinline__ void decode_code_row(const uint4 (&w)[PER / 16], unsi
     reinterpret_cast<unsigned short*>(bits)[kbeg / 16] = static_cast<unsigned short>(sb);
 }
 
-// The part of a slab of codes thread t decodes (fetch_code_slab, store_code_slab): part t / (BM + BN) (of S:
-// halves of the slab's 32 K elements where the block has twice as many threads as rows, else
-// all of them) of row t % (BM + BN) of the tiles, A's rows then B's, so that a warp's lanes
-// are consecutive rows (its shared-memory stores hit 32 banks). none: threads past them.
+// The part of a slab of codes thread t decodes (fetch_code_slab, store_code_slab): part
+// t / (BM + BN) (of S: halves of the slab's 32 K elements where the block has twice as many
+// threads as rows, else all of them) of row t % (BM + BN) of the tiles, A's rows then B's,
+// so that a warp's lanes are consecutive rows (its shared-memory stores hit 32 banks). none:
+// threads past them.
 template <int BM, int BN, int NT>
 struct CodeSlabPart {
   static constexpr int ROWS = BM + BN, S = NT >= 2 * ROWS ? 2 : 1, PER = kTileBk / S;
@@ -331,7 +332,8 @@ __device__ __forceinline__ void fetch_code_slab(
     valid |= unsigned(in) << i;
   }
 #pragma unroll
-  for (int j = 0; j < W; ++j) f.w[j] = make_uint4(x[4 * j], x[4 * j + 1], x[4 * j + 2], x[4 * j + 3]);
+  for (int j = 0; j < W; ++j)
+    f.w[j] = make_uint4(x[4 * j], x[4 * j + 1], x[4 * j + 2], x[4 * j + 3]);
   if (PER < 32 && valid == (1u << (PER % 32)) - 1u) valid = ~0u;  // whole after all
   f.valid = valid;
 }
@@ -339,9 +341,10 @@ __device__ __forceinline__ void fetch_code_slab(
 // Store: the fetched part decoded into the block's tiles (decode_code_row).
 template <int BM, int BN, int NT, int PAD, bool FOLD, class V>
 __device__ __forceinline__ void store_code_slab(
-    const CodeSlabRegs<CodeSlabPart<BM, BN, NT>::PER / 16>& f, int m0, int n0, const uint2* lut, V (*As)[BM + PAD], int (*Am)[BM + PAD],
-    short (*Ae)[BM + 2 * PAD], unsigned* Abits, V (*Bs)[BN + PAD], int (*Bm)[BN + PAD],
-    unsigned (*Be)[BN + PAD], unsigned* Bbits) {
+    const CodeSlabRegs<CodeSlabPart<BM, BN, NT>::PER / 16>& f, int m0, int n0,
+    const uint2* lut, V (*As)[BM + PAD], int (*Am)[BM + PAD], short (*Ae)[BM + 2 * PAD],
+    unsigned* Abits, V (*Bs)[BN + PAD], int (*Bm)[BN + PAD], unsigned (*Be)[BN + PAD],
+    unsigned* Bbits) {
   using Part = CodeSlabPart<BM, BN, NT>;
   constexpr int PER = Part::PER;
   const Part pt(m0, n0);
