@@ -31,6 +31,21 @@ FP8SIM_HOST_DEVICE inline int table_floor(const double* value, int n, double a) 
   return lo;
 }
 
+// Where a (value[0] <= a <= value[n-1]) rounds to nearest among value[] (ascending): value[j]
+// (mid false: a is it, or nearer to it than to its neighbour), or the midpoint of value[j]
+// and value[j+1] (mid true), where the table says which way a tie goes.
+struct TableSpot {
+  int j;
+  bool mid;
+};
+FP8SIM_HOST_DEVICE inline TableSpot table_nearest(const double* value, int n, double a) {
+  const int lo = table_floor(value, n, a);
+  if (value[lo] == a) return {lo, false};
+  const double midpoint = 0.5 * (value[lo] + value[lo + 1]);  // exact: adjacent values
+  if (a == midpoint) return {lo, true};
+  return {a < midpoint ? lo : lo + 1, false};
+}
+
 // Round-to-nearest-even with saturation into a signed format of at most 8 bits, as codes: a
 // magnitude a of a value v != 0 takes
 //   a > value[n-1]            over (v > 0) / over_neg
@@ -54,12 +69,9 @@ FP8SIM_HOST_DEVICE inline unsigned char table_encode(double v, const DeviceEncod
   const double a = neg ? -v : v;
   if (a == 0) return neg ? e.zero_neg : e.zero_pos;
   if (a > e.value[e.n - 1]) return neg ? e.over_neg : e.over;
-  const int lo = table_floor(e.value, e.n, a);
-  if (e.value[lo] == a) return neg ? e.neg[lo] : e.pos[lo];
-  const double midpoint = 0.5 * (e.value[lo] + e.value[lo + 1]);  // exact: adjacent values
-  if (a < midpoint) return neg ? e.neg[lo] : e.pos[lo];
-  if (a > midpoint) return neg ? e.neg[lo + 1] : e.pos[lo + 1];
-  return neg ? e.mid_neg[lo] : e.mid_pos[lo];
+  const TableSpot p = table_nearest(e.value, e.n, a);
+  if (p.mid) return neg ? e.mid_neg[p.j] : e.mid_pos[p.j];
+  return neg ? e.neg[p.j] : e.pos[p.j];
 }
 
 // Round-to-nearest-even with saturation into an unsigned format of at most 8 bits (UE4M3
@@ -86,12 +98,8 @@ FP8SIM_HOST_DEVICE inline double table_round(double v, const DeviceRoundTable& t
   if (v == 0) return t.zero;
   if (v < 0) return t.negative;
   if (v > t.value[t.n - 1]) return t.over;
-  const int lo = table_floor(t.value, t.n, v);
-  if (t.value[lo] == v) return t.at[lo];
-  const double midpoint = 0.5 * (t.value[lo] + t.value[lo + 1]);  // exact: adjacent values
-  if (v < midpoint) return t.at[lo];
-  if (v > midpoint) return t.at[lo + 1];
-  return t.mid[lo];
+  const TableSpot p = table_nearest(t.value, t.n, v);
+  return p.mid ? t.mid[p.j] : t.at[p.j];
 }
 
 }  // namespace fp8sim
