@@ -58,31 +58,28 @@ enum TileMode : int { kJoinRz = 0, kJoinRne = 1, kAddFp32 = 2 };
 // The end of a wide step (tiled_gemm_f32's WIDE: double steps on the host's side,
 // DeviceStep::f64): the products' signed sum S in units of the grid 2^E (|S| < 2^33; mgd =
 // 2^(E + 52)) joined exactly with c's term (JOIN: |c| < 2^(E + frac + 1) cut toward zero to
-// the grid by one DADD, whose low word is the cut magnitude, 0 for a zero c); S 2^E made
-// exact in a double as (1.5 2^(E + 52) + S 2^E) - 1.5 2^(E + 52) (|S| < 2^51 keeps the sum in
-// the magic constant's binade, whose unit is 2^E); rounded toward zero to the e8mX output
-// by masking (finish_step's; the launch sends outputs rounded to nearest to the generic
-// kernel); c added after where it does not join. v is 0 or at least 2^E >= 2^-126 (the
-// kernel's grid_ok), so never below fp32's normal range (finish_step's generic rounding); a
-// result that is not finite is redone by the per-output kernel.
+// the grid by one DADD, whose low word is the cut magnitude, 0 for a zero c); S cut toward
+// zero to 24 significant bits by one conversion (I2F.S64.RZ), then times 2^E (exact: the
+// result is 0 or at least 2^E >= 2^-126, the kernel's grid_ok, so never below fp32's normal
+// range, and at most the cut S 2^E), then cut to the e8mX output by masking its low `low`
+// bits (finish_step's; the launch sends outputs rounded to nearest to the generic kernel):
+// truncations compose, so this is S 2^E cut toward zero to X bits, as the CPU's double step
+// and its rounding give it. c added after where it does not join. A result that is not
+// finite (an overflow: the caller looks for one once for all of a thread's outputs) is redone
+// by the per-output kernel.
 template <bool JOIN>
-__device__ __forceinline__ float wide_step_output(const Params& p, long long S, double mgd,
-                                                  float c, unsigned& redo, int bit) {
+__device__ __forceinline__ float wide_step_output(long long S, double mgd, unsigned low,
+                                                  float c) {
   if constexpr (JOIN) {
-    const unsigned nc = static_cast<unsigned>(__double2loint(__dadd_rz(fabs(double(c)), mgd)));
+    const unsigned nc = static_cast<unsigned>(__double2loint(__dadd_rz(double(fabsf(c)), mgd)));
     const unsigned sc = static_cast<unsigned>(__float_as_int(c) >> 31);
     S += static_cast<int>((nc ^ sc) - sc);
   }
-  const unsigned long long mb = __double_as_longlong(mgd) + (1ull << 51);
-  const double v = __dsub_rn(__longlong_as_double(static_cast<long long>(mb + S)),
-                             __longlong_as_double(static_cast<long long>(mb)));
-  float out = __double2float_rn(__longlong_as_double(__double_as_longlong(v) &
-                                                     static_cast<long long>(p.out_keep)));
+  // 2^E as a float from mgd's high word, (E + 1075) 2^20: (E + 127) 2^23 modulo 2^32.
+  const unsigned grid = static_cast<unsigned>(__double2hiint(mgd)) * 8u - (948u << 23);
+  float out = __fmul_rn(__ll2float_rz(S), __uint_as_float(grid));
+  out = __uint_as_float(__float_as_uint(out) & ~low);
   if constexpr (!JOIN) out = __fadd_rn(out, c);
-  if (!isfinite(out)) {
-    redo |= 1u << bit;
-    out = 0.0f;
-  }
   return out;
 }
 
@@ -176,7 +173,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
           const int hi = JOIN ? c_tile_exponent(acc[i + 1][j]) : kTileNoExponent;
           em[i / 2][j] = (static_cast<unsigned>(lo) & 0xffffu) | static_cast<unsigned>(hi) << 16;
         }
-#pragma unroll 2
+#pragma unroll 4
       for (int kk = 0; kk < G; ++kk) {
         unsigned ea[TM / 2], eb[TN];
         load_words(ea, reinterpret_cast<const unsigned*>(&Ae[s + kk][ty * TM]));
@@ -287,6 +284,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
       load_words(bbits, &Bbits[tx * TN]);
       const int kend = kb + G;
       const bool promote_now = kend == next_promote || kend >= K;
+      float largest = 0.0f;  // WIDE: the largest output magnitude (Inf: one overflowed)
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -295,12 +293,14 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
           if constexpr (WIDE) {  // the even and odd sums, and the negative terms' -1s
             const long long S = static_cast<long long>(static_cast<int>(sum[i][j])) +
                                 static_cast<int>(sum_lo[i][j]) + q;
-            // The outputs' ends one after another: each reads redo as the one before left
-            // it (ANDed with a zero the compiler cannot see); run side by side, their
+            // The outputs' ends one after another: each reads `largest` as the one before
+            // left it (ANDed with a zero the compiler cannot see); run side by side, their
             // temporaries spill (ptxas, 128 registers at two blocks an SM).
+            const unsigned chain = __float_as_uint(largest) & (tp.one - 1);
             const double m = __hiloint2double(__double2hiint(mgd[i][j]),
-                                              __double2loint(mgd[i][j]) | (redo & (tp.one - 1)));
-            acc[i][j] = wide_step_output<JOIN>(p, S, m, acc[i][j], redo, i * TN + j);
+                                              __double2loint(mgd[i][j]) | chain);
+            acc[i][j] = wide_step_output<JOIN>(S, m, low, acc[i][j]);
+            largest = fmaxf(largest, fabsf(acc[i][j]));
             continue;
           }
           const int S = static_cast<int>(sum[i][j] + magic[i][j] * (2 * q - G) + q);
@@ -327,6 +327,19 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
           }
           acc[i][j] = r;
         }
+      // A wide step's output that overflowed (rare) is redone by the per-output kernel.
+      if constexpr (WIDE) {
+        if (!(largest <= 0x1.fffffep127f)) {  // Inf: the largest float fails
+#pragma unroll
+          for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j)
+              if (!isfinite(acc[i][j])) {
+                redo |= 1u << (i * TN + j);
+                acc[i][j] = 0.0f;
+              }
+        }
+      }
       // 4. Promotion (promote() of gemm_engine_step.cuh): each row's and column's scale read
       //    once for the thread's outputs.
       if (promote_now && p.chunks.out != nullptr) {  // K-parallel: the chunk's partials
