@@ -41,13 +41,51 @@
 
 namespace fp8sim::gpu {
 
-// The exponent c (a join's C register, fp32) aligns at: max(floor(log2|c|), c_min_exponent)
-// with c_min_exponent = -126 (the tiled kernels run e8 outputs only), none for a zero c.
-__device__ __forceinline__ int c_tile_exponent(float c) {
-  const std::uint32_t b = __float_as_uint(c);
-  const int e = max(static_cast<int>((b >> 23) & 0xff), 1) - 127;
-  return (b << 1) == 0 ? kTileNoExponent : e;
+// The exponents two outputs' c (a join's C registers, fp32) align at, in the 16-bit halves of
+// one word (a's low, b's high), as the exponent pass packs them: max(floor(log2|c|),
+// c_min_exponent) with c_min_exponent = -126 (the tiled kernels run e8 outputs only), that is
+// max(field, 1) - 127 of c's exponent field; kTileNoExponent for a zero c. About nine
+// instructions for the pair, on their 16-bit halves: the high halves' fields, max(field - 127, -126) by one
+// VIADDMNMX, and each half's zero test on its magnitude's bits (high half without the sign,
+// or low half) by min(bits, 1) times 0xffff, a mask of the nonzero half.
+__device__ __forceinline__ unsigned c_tile_exponents(float a, float b) {
+  const unsigned ua = __float_as_uint(a), ub = __float_as_uint(b);
+  const unsigned high = __byte_perm(ua, ub, 0x7632), low = __byte_perm(ua, ub, 0x5410);
+  const unsigned e = __viaddmax_s16x2((high >> 7) & 0x00ff00ffu, 0xff81ff81u, 0xff82ff82u);
+  const unsigned nonzero = __vminu2((high & 0x7fff7fffu) | low, 0x00010001u) * 0xffffu;
+  static_assert(kTileNoExponent == -32768, "the halves' 0x8000");
+  return (e & nonzero) | (0x80008000u & ~nonzero);
 }
+
+// The grids of two outputs' step (from the exponent pass's word w of their max(ea + eb), c's
+// included) as float exponents biased for the magic constant 2^(E + 23), E + 150, in the
+// 16-bit halves, by one VIADDMNMX: max(e - frac, -126) + 150. E = e - frac where e >=
+// kZeroExponent + 400 (something aligns); below it (nothing does: every term and c are zero,
+// and the step's output is 0 on any grid) -126 where the per-output code said 0. A real E
+// outside float's grids [-126, 104] (grid_ok<float>: a huge C, Inf or NaN operands) is found
+// by GridRange, not here.
+__device__ __forceinline__ unsigned tile_magic_exponents(unsigned w, int frac) {
+  const unsigned b = static_cast<unsigned>(150 - frac) & 0xffffu;
+  return __viaddmax_s16x2(w, b | b << 16, 0x00180018u);  // 24 = -126 + 150
+}
+
+// The range of real exponents e over a thread's outputs in one step, two halves at a time:
+// the least e + 600 as unsigned (e below kZeroExponent + 400 = -600 wraps high: nothing
+// aligns there) and the largest e. Their grids e - frac lie in [-126, 104] (grid_ok<float>)
+// where the least e + 600 >= 474 + frac and the largest e <= 104 + frac.
+struct GridRange {
+  unsigned least = 0xffffffffu, largest = 0x80008000u;
+  __device__ __forceinline__ void add(unsigned w) {
+    static_assert(kZeroExponent + 400 == -600, "the offset below");
+    least = __viaddmin_u16x2(w, 0x02580258u, least);  // + 600
+    largest = __vmaxs2(w, largest);
+  }
+  __device__ __forceinline__ bool bad(int frac) const {
+    const unsigned lo = min(least & 0xffffu, least >> 16);
+    const int hi = max(static_cast<int>(largest << 16) >> 16, static_cast<int>(largest) >> 16);
+    return lo < static_cast<unsigned>(474 + frac) || hi > 104 + frac;
+  }
+};
 
 // How c enters the step and how the step's output is rounded, fixed at compile time so that
 // the per-step code has no branch on it: c joins and the e8mX output is cut toward zero or
@@ -169,9 +207,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
       for (int i = 0; i < TM; i += 2)
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
-          const int lo = JOIN ? c_tile_exponent(acc[i][j]) : kTileNoExponent;
-          const int hi = JOIN ? c_tile_exponent(acc[i + 1][j]) : kTileNoExponent;
-          em[i / 2][j] = (static_cast<unsigned>(lo) & 0xffffu) | static_cast<unsigned>(hi) << 16;
+          em[i / 2][j] = JOIN ? c_tile_exponents(acc[i][j], acc[i + 1][j]) : 0x80008000u;
         }
 #pragma unroll 4
       for (int kk = 0; kk < G; ++kk) {
@@ -183,26 +219,36 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
 #pragma unroll
           for (int j = 0; j < TN; ++j) em[i][j] = __viaddmax_s16x2(ea[i], eb[j], em[i][j]);
       }
-      // The grid 2^E of each output (E = 0 where nothing aligns: every term is then zero),
-      // as the bits of the magic constant 2^(E + 23).
+      // The grid 2^E of each output, as the bits of the magic constant 2^(E + 23) (two outputs
+      // at a time: tile_magic_exponents) or, WIDE, 2^(E + 52) (E = 0 where nothing aligns:
+      // every term is then zero; per output: packed two at a time, the double step spilled).
+      // A grid outside float's range (rare: a huge C, Inf or NaN operands) sends all of this
+      // thread's outputs to the per-output kernel (GridRange: one predicate, no per-output bit).
       unsigned magic[TM][TN];
       double mgd[TM][TN];  // WIDE: 2^(E + 52)
+      GridRange range;
 #pragma unroll
-      for (int i = 0; i < TM; ++i)
+      for (int i = 0; i < TM; i += 2)
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
           const unsigned w = em[i / 2][j];
-          const int e = i % 2 ? static_cast<int>(w) >> 16 : static_cast<int>(w << 16) >> 16;
-          const int E = e < kZeroExponent + 400 ? 0 : e - frac;
-          // A grid outside float's range (rare: a huge C, Inf or NaN operands) sends all of
-          // this thread's outputs to the per-output kernel (one predicate, no per-output bit).
-          grid_bad = grid_bad || !grid_ok<float>(E);
-          // Through an opaque move: the compiler would otherwise keep E and rebuild the
-          // constant from it inside the products' loop (one more ALU op a product).
-          const unsigned mg = static_cast<unsigned>(E + 23 + 127) << 23;
-          asm("mov.b32 %0, %1;" : "=r"(magic[i][j]) : "r"(mg));
-          if constexpr (WIDE) mgd[i][j] = Magic<double>::pow2(E + 52);
+          range.add(w);
+          if constexpr (WIDE) {
+#pragma unroll
+            for (int k = 0; k < 2; ++k) {
+              const int e = k ? static_cast<int>(w) >> 16 : static_cast<int>(w << 16) >> 16;
+              const int E = e < kZeroExponent + 400 ? 0 : e - frac;
+              mgd[i + k][j] = Magic<double>::pow2(E + 52);
+            }
+          } else {
+            const unsigned g = tile_magic_exponents(w, frac);
+            // Through an opaque move: the compiler would otherwise keep E and rebuild the
+            // constant from it inside the products' loop (one more ALU op a product).
+            asm("mov.b32 %0, %1;" : "=r"(magic[i][j]) : "r"(g << 23));
+            asm("mov.b32 %0, %1;" : "=r"(magic[i + 1][j]) : "r"((g >> 16) << 23));
+          }
         }
+      grid_bad = grid_bad || range.bad(frac);
       // 2. Every term's magnitude cut to its output's grid; the signed terms summed in int32,
       //    from c's term (a join: c cut to the grid, in units of it, signed; after this the
       //    products' pass needs no register for c).
