@@ -44,7 +44,7 @@ namespace fp8sim::gpu {
 // The exponents two outputs' c (a join's C registers, fp32) align at, in the 16-bit halves of
 // one word (a's low, b's high), as the exponent pass packs them: max(floor(log2|c|),
 // c_min_exponent) with c_min_exponent = -126 (the tiled kernels run e8 outputs only), that is
-// max(field, 1) - 127 of c's exponent field; kTileNoExponent for a zero c. About nine
+// max(field, 1) - 127 of c's exponent field; kTileNoExponent for a zero c. About ten
 // instructions for the pair, on their 16-bit halves: the high halves' fields, max(field -
 // 127, -126) by one VIADDMNMX, and each half's zero test on its magnitude's bits (high half
 // without the sign, or low half) by min(bits, 1) times 0xffff, a mask of the nonzero half.
