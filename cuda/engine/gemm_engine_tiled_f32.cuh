@@ -41,13 +41,51 @@
 
 namespace fp8sim::gpu {
 
-// The exponent c (a join's C register, fp32) aligns at: max(floor(log2|c|), c_min_exponent)
-// with c_min_exponent = -126 (the tiled kernels run e8 outputs only), none for a zero c.
-__device__ __forceinline__ int c_tile_exponent(float c) {
-  const std::uint32_t b = __float_as_uint(c);
-  const int e = max(static_cast<int>((b >> 23) & 0xff), 1) - 127;
-  return (b << 1) == 0 ? kTileNoExponent : e;
+// The exponents two outputs' c (a join's C registers, fp32) align at, in the 16-bit halves of
+// one word (a's low, b's high), as the exponent pass packs them: max(floor(log2|c|),
+// c_min_exponent) with c_min_exponent = -126 (the tiled kernels run e8 outputs only), that is
+// max(field, 1) - 127 of c's exponent field; kTileNoExponent for a zero c. About ten
+// instructions for the pair, on their 16-bit halves: the high halves' fields, max(field -
+// 127, -126) by one VIADDMNMX, and each half's zero test on its magnitude's bits (high half
+// without the sign, or low half) by min(bits, 1) times 0xffff, a mask of the nonzero half.
+__device__ __forceinline__ unsigned c_tile_exponents(float a, float b) {
+  const unsigned ua = __float_as_uint(a), ub = __float_as_uint(b);
+  const unsigned high = __byte_perm(ua, ub, 0x7632), low = __byte_perm(ua, ub, 0x5410);
+  const unsigned e = __viaddmax_s16x2((high >> 7) & 0x00ff00ffu, 0xff81ff81u, 0xff82ff82u);
+  const unsigned nonzero = __vminu2((high & 0x7fff7fffu) | low, 0x00010001u) * 0xffffu;
+  static_assert(kTileNoExponent == -32768, "the halves' 0x8000");
+  return (e & nonzero) | (0x80008000u & ~nonzero);
 }
+
+// The grids of two outputs' step (from the exponent pass's word w of their max(ea + eb), c's
+// included) as float exponents biased for the magic constant 2^(E + 23), E + 150, in the
+// 16-bit halves, by one VIADDMNMX: max(e - frac, -126) + 150. E = e - frac where e >=
+// kZeroExponent + 400 (something aligns); below it (nothing does: every term and c are zero,
+// and the step's output is 0 on any grid) -126 where the per-output code said 0. A real E
+// outside float's grids [-126, 104] (grid_ok<float>: a huge C, Inf or NaN operands) is found
+// by GridRange, not here.
+__device__ __forceinline__ unsigned tile_magic_exponents(unsigned w, int frac) {
+  const unsigned b = static_cast<unsigned>(150 - frac) & 0xffffu;
+  return __viaddmax_s16x2(w, b | b << 16, 0x00180018u);  // 24 = -126 + 150
+}
+
+// The range of real exponents e over a thread's outputs in one step, two halves at a time:
+// the least e + 600 as unsigned (e below kZeroExponent + 400 = -600 wraps high: nothing
+// aligns there) and the largest e. Their grids e - frac lie in [-126, 104] (grid_ok<float>)
+// where the least e + 600 >= 474 + frac and the largest e <= 104 + frac.
+struct GridRange {
+  unsigned least = 0xffffffffu, largest = 0x80008000u;
+  __device__ __forceinline__ void add(unsigned w) {
+    static_assert(kZeroExponent + 400 == -600, "the offset below");
+    least = __viaddmin_u16x2(w, 0x02580258u, least);  // + 600
+    largest = __vmaxs2(w, largest);
+  }
+  __device__ __forceinline__ bool bad(int frac) const {
+    const unsigned lo = min(least & 0xffffu, least >> 16);
+    const int hi = max(static_cast<int>(largest << 16) >> 16, static_cast<int>(largest) >> 16);
+    return lo < static_cast<unsigned>(474 + frac) || hi > 104 + frac;
+  }
+};
 
 // How c enters the step and how the step's output is rounded, fixed at compile time so that
 // the per-step code has no branch on it: c joins and the e8mX output is cut toward zero or
@@ -58,31 +96,28 @@ enum TileMode : int { kJoinRz = 0, kJoinRne = 1, kAddFp32 = 2 };
 // The end of a wide step (tiled_gemm_f32's WIDE: double steps on the host's side,
 // DeviceStep::f64): the products' signed sum S in units of the grid 2^E (|S| < 2^33; mgd =
 // 2^(E + 52)) joined exactly with c's term (JOIN: |c| < 2^(E + frac + 1) cut toward zero to
-// the grid by one DADD, whose low word is the cut magnitude, 0 for a zero c); S 2^E made
-// exact in a double as (1.5 2^(E + 52) + S 2^E) - 1.5 2^(E + 52) (|S| < 2^51 keeps the sum in
-// the magic constant's binade, whose unit is 2^E); rounded toward zero to the e8mX output
-// by masking (finish_step's; the launch sends outputs rounded to nearest to the generic
-// kernel); c added after where it does not join. v is 0 or at least 2^E >= 2^-126 (the
-// kernel's grid_ok), so never below fp32's normal range (finish_step's generic rounding); a
-// result that is not finite is redone by the per-output kernel.
+// the grid by one DADD, whose low word is the cut magnitude, 0 for a zero c); S cut toward
+// zero to 24 significant bits by one conversion (I2F.S64.RZ), then times 2^E (exact: the
+// result is 0 or at least 2^E >= 2^-126, the kernel's grid_ok, so never below fp32's normal
+// range, and at most the cut S 2^E), then cut to the e8mX output by masking its low `low`
+// bits (finish_step's; the launch sends outputs rounded to nearest to the generic kernel):
+// truncations compose, so this is S 2^E cut toward zero to X bits, as the CPU's double step
+// and its rounding give it. c added after where it does not join. A result that is not
+// finite (an overflow: the caller looks for one once for all of a thread's outputs) is redone
+// by the per-output kernel.
 template <bool JOIN>
-__device__ __forceinline__ float wide_step_output(const Params& p, long long S, double mgd,
-                                                  float c, unsigned& redo, int bit) {
+__device__ __forceinline__ float wide_step_output(long long S, double mgd, unsigned low,
+                                                  float c) {
   if constexpr (JOIN) {
-    const unsigned nc = static_cast<unsigned>(__double2loint(__dadd_rz(fabs(double(c)), mgd)));
+    const unsigned nc = static_cast<unsigned>(__double2loint(__dadd_rz(double(fabsf(c)), mgd)));
     const unsigned sc = static_cast<unsigned>(__float_as_int(c) >> 31);
     S += static_cast<int>((nc ^ sc) - sc);
   }
-  const unsigned long long mb = __double_as_longlong(mgd) + (1ull << 51);
-  const double v = __dsub_rn(__longlong_as_double(static_cast<long long>(mb + S)),
-                             __longlong_as_double(static_cast<long long>(mb)));
-  float out = __double2float_rn(__longlong_as_double(__double_as_longlong(v) &
-                                                     static_cast<long long>(p.out_keep)));
+  // 2^E as a float from mgd's high word, (E + 1075) 2^20: (E + 127) 2^23 modulo 2^32.
+  const unsigned grid = static_cast<unsigned>(__double2hiint(mgd)) * 8u - (948u << 23);
+  float out = __fmul_rn(__ll2float_rz(S), __uint_as_float(grid));
+  out = __uint_as_float(__float_as_uint(out) & ~low);
   if constexpr (!JOIN) out = __fadd_rn(out, c);
-  if (!isfinite(out)) {
-    redo |= 1u << bit;
-    out = 0.0f;
-  }
   return out;
 }
 
@@ -172,11 +207,9 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
       for (int i = 0; i < TM; i += 2)
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
-          const int lo = JOIN ? c_tile_exponent(acc[i][j]) : kTileNoExponent;
-          const int hi = JOIN ? c_tile_exponent(acc[i + 1][j]) : kTileNoExponent;
-          em[i / 2][j] = (static_cast<unsigned>(lo) & 0xffffu) | static_cast<unsigned>(hi) << 16;
+          em[i / 2][j] = JOIN ? c_tile_exponents(acc[i][j], acc[i + 1][j]) : 0x80008000u;
         }
-#pragma unroll 2
+#pragma unroll 4
       for (int kk = 0; kk < G; ++kk) {
         unsigned ea[TM / 2], eb[TN];
         load_words(ea, reinterpret_cast<const unsigned*>(&Ae[s + kk][ty * TM]));
@@ -186,26 +219,36 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
 #pragma unroll
           for (int j = 0; j < TN; ++j) em[i][j] = __viaddmax_s16x2(ea[i], eb[j], em[i][j]);
       }
-      // The grid 2^E of each output (E = 0 where nothing aligns: every term is then zero),
-      // as the bits of the magic constant 2^(E + 23).
+      // The grid 2^E of each output, as the bits of the magic constant 2^(E + 23) (two outputs
+      // at a time: tile_magic_exponents) or, WIDE, 2^(E + 52) (E = 0 where nothing aligns:
+      // every term is then zero; per output: packed two at a time, the double step spilled).
+      // A grid outside float's range (rare: a huge C, Inf or NaN operands) sends all of this
+      // thread's outputs to the per-output kernel (GridRange: one predicate, no per-output bit).
       unsigned magic[TM][TN];
       double mgd[TM][TN];  // WIDE: 2^(E + 52)
+      GridRange range;
 #pragma unroll
-      for (int i = 0; i < TM; ++i)
+      for (int i = 0; i < TM; i += 2)
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
           const unsigned w = em[i / 2][j];
-          const int e = i % 2 ? static_cast<int>(w) >> 16 : static_cast<int>(w << 16) >> 16;
-          const int E = e < kZeroExponent + 400 ? 0 : e - frac;
-          // A grid outside float's range (rare: a huge C, Inf or NaN operands) sends all of
-          // this thread's outputs to the per-output kernel (one predicate, no per-output bit).
-          grid_bad = grid_bad || !grid_ok<float>(E);
-          // Through an opaque move: the compiler would otherwise keep E and rebuild the
-          // constant from it inside the products' loop (one more ALU op a product).
-          const unsigned mg = static_cast<unsigned>(E + 23 + 127) << 23;
-          asm("mov.b32 %0, %1;" : "=r"(magic[i][j]) : "r"(mg));
-          if constexpr (WIDE) mgd[i][j] = Magic<double>::pow2(E + 52);
+          range.add(w);
+          if constexpr (WIDE) {
+#pragma unroll
+            for (int k = 0; k < 2; ++k) {
+              const int e = k ? static_cast<int>(w) >> 16 : static_cast<int>(w << 16) >> 16;
+              const int E = e < kZeroExponent + 400 ? 0 : e - frac;
+              mgd[i + k][j] = Magic<double>::pow2(E + 52);
+            }
+          } else {
+            const unsigned g = tile_magic_exponents(w, frac);
+            // Through an opaque move: the compiler would otherwise keep E and rebuild the
+            // constant from it inside the products' loop (one more ALU op a product).
+            asm("mov.b32 %0, %1;" : "=r"(magic[i][j]) : "r"(g << 23));
+            asm("mov.b32 %0, %1;" : "=r"(magic[i + 1][j]) : "r"((g >> 16) << 23));
+          }
         }
+      grid_bad = grid_bad || range.bad(frac);
       // 2. Every term's magnitude cut to its output's grid; the signed terms summed in int32,
       //    from c's term (a join: c cut to the grid, in units of it, signed; after this the
       //    products' pass needs no register for c).
@@ -287,6 +330,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
       load_words(bbits, &Bbits[tx * TN]);
       const int kend = kb + G;
       const bool promote_now = kend == next_promote || kend >= K;
+      float largest = 0.0f;  // WIDE: the largest output magnitude (Inf: one overflowed)
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -295,12 +339,14 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
           if constexpr (WIDE) {  // the even and odd sums, and the negative terms' -1s
             const long long S = static_cast<long long>(static_cast<int>(sum[i][j])) +
                                 static_cast<int>(sum_lo[i][j]) + q;
-            // The outputs' ends one after another: each reads redo as the one before left
-            // it (ANDed with a zero the compiler cannot see); run side by side, their
+            // The outputs' ends one after another: each reads `largest` as the one before
+            // left it (ANDed with a zero the compiler cannot see); run side by side, their
             // temporaries spill (ptxas, 128 registers at two blocks an SM).
+            const unsigned chain = __float_as_uint(largest) & (tp.one - 1);
             const double m = __hiloint2double(__double2hiint(mgd[i][j]),
-                                              __double2loint(mgd[i][j]) | (redo & (tp.one - 1)));
-            acc[i][j] = wide_step_output<JOIN>(p, S, m, acc[i][j], redo, i * TN + j);
+                                              __double2loint(mgd[i][j]) | chain);
+            acc[i][j] = wide_step_output<JOIN>(S, m, low, acc[i][j]);
+            largest = fmaxf(largest, fabsf(acc[i][j]));
             continue;
           }
           const int S = static_cast<int>(sum[i][j] + magic[i][j] * (2 * q - G) + q);
@@ -327,6 +373,19 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
           }
           acc[i][j] = r;
         }
+      // A wide step's output that overflowed (rare) is redone by the per-output kernel.
+      if constexpr (WIDE) {
+        if (!(largest <= 0x1.fffffep127f)) {  // Inf: the largest float fails
+#pragma unroll
+          for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j)
+              if (!isfinite(acc[i][j])) {
+                redo |= 1u << (i * TN + j);
+                acc[i][j] = 0.0f;
+              }
+        }
+      }
       // 4. Promotion (promote() of gemm_engine_step.cuh): each row's and column's scale read
       //    once for the thread's outputs.
       if (promote_now && p.chunks.out != nullptr) {  // K-parallel: the chunk's partials
