@@ -232,6 +232,21 @@ std::string resident_error(BandCase c) {
   });
 }
 
+// gemm() on c's host codes on the device at c's shape (too small for bands): D and its error.
+struct UnbandedOutcome {
+  std::vector<float> d;
+  std::string error;
+};
+UnbandedOutcome unbanded(BandCase c) {
+  UnbandedOutcome u;
+  u.d.assign(std::size_t(c.M) * c.N, 0.0f);
+  c.s.device = Device::cuda;
+  REQUIRE(gemm_bands(c.s, c.M, c.N, c.K, device_sm_count()).count < 2);
+  u.error = test::error_of<std::invalid_argument>(
+      [&] { gemm(c.s, c.M, c.N, c.K, c.A, c.B, c.C, c.sa, c.sb, u.d); });
+  return u;
+}
+
 std::string cpu_error(BandCase c) {
   std::vector<float> D(std::size_t(c.M) * c.N);
   c.s.device = Device::cpu;
@@ -298,8 +313,13 @@ int block_test() {
     if (v == 2) c.sa[c.sa.size() - 1] = 0x1p127f;
     const BandOutcome o = in_bands(c, rows_of_64);
     host_route += !o.ran && o.error.empty() && o.untouched;
+    // gemm() at this shape (too small for bands at any GPU): the device's check of its scales
+    // and C sends it to the host route too, with the CPU's bits.
+    const UnbandedOutcome u = unbanded(c);
+    tally(on_cpu(c), u.d, c.N, t, fmt::format("unbanded gemm() {}x{}x{} case {}{}", c.M, c.N,
+                                              c.K, v, u.error.empty() ? "" : ": " + u.error));
   }
-  // 4. Bad inputs: one call's error, D untouched. A scale that is not a value (1 + 2^-4: no
+  // 4. Bad inputs: one call's error (gemm_resident's, and gemm()'s unbanded), D untouched. A scale that is not a value (1 + 2^-4: no
   // UE4M3 or UE8M0 value) among A's (bands of rows) or B's (of columns); codes beyond their
   // format's (FP4, FP6): in B's third band of columns, or in A's fourth band of rows and in B
   // (A's reported).
@@ -319,12 +339,15 @@ int block_test() {
       ++error_cases;
       const std::string want = cpu_error(c), resident = resident_error(c);
       const BandOutcome o = in_bands(c, bands);
-      const bool same = !want.empty() && o.error == want && resident == want && o.untouched;
+      const UnbandedOutcome u = unbanded(c);
+      const bool same = !want.empty() && o.error == want && resident == want && o.untouched &&
+                        u.error == want;
       errors += same;
       if (!same && t.bad++ == 0)
-        t.first = fmt::format("seed={} {}: cpu error '{}', gemm_resident '{}', bands '{}'{}",
-                              seed(), block_what(model, c, bands), want, resident, o.error,
-                              o.untouched ? "" : ", D written");
+        t.first = fmt::format(
+            "seed={} {}: cpu error '{}', gemm_resident '{}', bands '{}'{}, unbanded gemm() '{}'",
+            seed(), block_what(model, c, bands), want, resident, o.error,
+            o.untouched ? "" : ", D written", u.error);
     }
   fmt::print("bands, block scales: {} configurations, {} outputs, {} differ; {} of {} ran in "
              "bands; gemm() chose bands at {} of {} shapes; {} of 3 to the host route; {} of {} "

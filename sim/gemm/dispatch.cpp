@@ -157,10 +157,10 @@ namespace {
 // routes: block_route, with finite scales and C) and the spec and every argument's size are
 // right: the codes copied to the device as they are, 1 byte each, decoded there by
 // gemm_resident's route, and D copied back (large GEMMs in bands, each band's copies
-// overlapping the others' kernels, block scales and C checked on the device:
-// device_bands.hpp); unbanded, the host checks block scales' and C's finiteness and the
-// folding's bounds before the copies. The same bits as the host route: both are the CUDA
-// engine on the same values (tests/test_gemm_cuda.cpp pins it against the CPU engine).
+// overlapping the others' kernels: device_bands.hpp). Block scales and C are checked on the
+// device (block_scales_on_device), in bands or not, except scales of formats whose values the
+// device cannot look up (checked on the host). The same bits as the host route: both are the
+// CUDA engine on the same values (tests/test_gemm_cuda.cpp pins it against the CPU engine).
 // Returns false, D untouched, wherever the host route is to run or to give its own error (a
 // bad spec or size, a CPU-only model, no CUDA in the build or no device, block scales or C
 // off the device routes); a bad code is reported by the device in the host decoder's words.
@@ -203,12 +203,20 @@ bool gemm_codes_on_device(const GemmSpec& s, int M, int N, int K,
     if (const GemmBands bands = gemm_bands(s, M, N, K, sms); bands.count >= 2)
       return gemm_codes_in_bands(s, M, N, K, A, B, C, sa, sb, D, bands);
   }
-  // Block scales: only where gemm_resident keeps the codes on the device.
-  if ((route == BlockRoute::group_sums &&
-       !group_sums_on_device_fit(s, s.a_format, s.b_format, true, C, sa, sb)) ||
-      (route == BlockRoute::folded && !folded_codes_fit(s, sa, sb)))
-    return false;
-  DeviceBlock da, db, dc, dd;
+  // Block scales whose values the device looks up (ScaleValues::high_half): copied there and
+  // checked with C (block_scales_on_device, as in the bands), which decides the route; other
+  // scale formats: checked here, only where gemm_resident keeps the codes on the device.
+  const ScaleValues* on_device_values = nullptr;
+  if (s.model.block_scale) {
+    const ScaleValues& values = scale_values(s.model.block_scale->format);
+    if (values.high_half)
+      on_device_values = &values;
+    else if ((route == BlockRoute::group_sums &&
+              !group_sums_on_device_fit(s, s.a_format, s.b_format, true, C, sa, sb)) ||
+             (route == BlockRoute::folded && !folded_codes_fit(s, sa, sb)))
+      return false;
+  }
+  DeviceBlock da, db, dc, dd, ds;
   try {  // no CUDA in this build, or no device: the host route says so in its words
     da.p = device_pool_malloc(A.size());
     db.p = device_pool_malloc(B.size());
@@ -217,12 +225,25 @@ bool gemm_codes_on_device(const GemmSpec& s, int M, int N, int K,
   } catch (const std::runtime_error&) {
     return false;
   }
+  const auto* a = static_cast<const std::uint8_t*>(da.p);
+  const auto* b = static_cast<const std::uint8_t*>(db.p);
+  const auto* c = static_cast<const float*>(dc.p);
+  auto* d = static_cast<float*>(dd.p);
+  if (!C.empty()) copy_device(dc.p, C.data(), outputs * sizeof(float), true);
+  std::optional<DeviceBlockScales> scales;
+  if (on_device_values) {
+    scales = block_scales_on_device(s, route, *on_device_values, sa, sb,
+                                    route == BlockRoute::group_sums ? c : nullptr, outputs, ds,
+                                    nullptr, -1);
+    if (!scales) return false;
+  }
   copy_device(da.p, A.data(), A.size(), true);
   copy_device(db.p, B.data(), B.size(), true);
-  if (!C.empty()) copy_device(dc.p, C.data(), outputs * sizeof(float), true);
-  gemm_resident(s, M, N, K, static_cast<const std::uint8_t*>(da.p),
-                static_cast<const std::uint8_t*>(db.p), static_cast<const float*>(dc.p), sa, sb,
-                static_cast<float*>(dd.p), nullptr, -1, bias);
+  if (scales)
+    resident_on_device(s, M, N, K, 0, K, K, a, b, c, scales->a, scales->b, d, nullptr, -1,
+                       scales->launch);
+  else
+    gemm_resident(s, M, N, K, a, b, c, sa, sb, d, nullptr, -1, bias);
   copy_device(D.data(), dd.p, outputs * sizeof(float), false);
   return true;
 }
