@@ -13,6 +13,7 @@ carrying the CLI's one-line message.
 """
 from __future__ import annotations
 
+import functools as _functools
 from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
 
 import numpy as _np
@@ -100,8 +101,10 @@ def _torch_format(x: ArrayLike) -> Optional[str]:
     return name[len("float8_"):] if name.startswith("float8_") else None
 
 
+@_functools.lru_cache(maxsize=256)
 def _same_format(a: str, b: str) -> bool:
-    """Whether two format names are one format (aliases: e4m3 and e4m3fn)."""
+    """Whether two format names are one format (aliases: e4m3 and e4m3fn); remembered, as a
+    CUDA GEMM on float8 tensors asks it at every call."""
     def key(f):
         d = dict(_core.describe(f))
         d.pop("name", None)

@@ -77,6 +77,14 @@ nb::ndarray<nb::numpy, float> run_gemm(const AnyArray& a, const AnyArray& b,
   return to_numpy(std::move(D), {M, N});
 }
 
+// The caller's stream as the engine takes it. torch names its legacy default stream 0, which
+// the engine reads as no stream given (it then waits for its kernels before returning); CUDA's
+// handle for that same stream is cudaStreamLegacy, 0x1, so that a GEMM with nothing to report
+// returns without waiting there too, as on any other stream of the caller's.
+void* caller_stream(std::uintptr_t stream) {
+  return reinterpret_cast<void*>(stream == 0 ? std::uintptr_t{1} : stream);
+}
+
 // gemm() on CUDA device arrays, in place and without copies: D (M x N float32, on the same
 // device) is written by the CUDA engine on `stream`; scales are host arrays.
 void run_gemm_cuda(const CudaArray& a, const CudaArray& b, const std::optional<CudaArray>& c,
@@ -112,7 +120,7 @@ void run_gemm_cuda(const CudaArray& a, const CudaArray& b, const std::optional<C
   nb::gil_scoped_release release;
   gemm_resident(s, int(M), int(N), int(K), static_cast<const std::uint8_t*>(A.data),
                 static_cast<const std::uint8_t*>(B.data), C, sa, sb, d.data(),
-                reinterpret_cast<void*>(stream), device, bv);
+                caller_stream(stream), device, bv);
 }
 
 // Codes of any unsigned width (uint8, uint16, uint32) as one T x K operand of `f`.
