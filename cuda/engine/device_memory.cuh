@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -55,11 +56,34 @@ inline unsigned blocks_for(std::size_t threads) {
   return static_cast<unsigned>(std::clamp<std::size_t>((threads + 255) / 256, 1, 1u << 16));
 }
 
-// The current CUDA device's number of streaming multiprocessors (tile shapes by occupancy).
-inline int sm_count() {
-  int dev = 0, sms = 0;
+// Set-up a call needs once per device and process, not at every call (a GEMM's own runtime
+// calls are most of a small one's time): f runs unless `done` has device dev's bit (devices 0
+// to 63; beyond, every time), and sets it only after f, so that a thread that finds it set
+// finds the set-up done. Threads that find it clear at once both run f (idempotent set-up).
+template <class F>
+void once_per_device(std::atomic<std::uint64_t>& done, int dev, F&& f) {
+  const std::uint64_t bit = dev >= 0 && dev < 64 ? std::uint64_t{1} << dev : 0;
+  if (bit && (done.load(std::memory_order_acquire) & bit)) return;
+  f();
+  if (bit) done.fetch_or(bit, std::memory_order_release);
+}
+
+inline int current_device() {
+  int dev = 0;
   check(cudaGetDevice(&dev), "get device");
+  return dev;
+}
+
+// The current CUDA device's number of streaming multiprocessors (tile shapes by occupancy),
+// asked once per device.
+inline int sm_count() {
+  static std::atomic<int> known[64];
+  const int dev = current_device();
+  if (dev >= 0 && dev < 64 && known[dev].load(std::memory_order_relaxed) > 0)
+    return known[dev].load(std::memory_order_relaxed);
+  int sms = 0;
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "device attribute");
+  if (dev >= 0 && dev < 64) known[dev].store(sms, std::memory_order_relaxed);
   return sms;
 }
 
@@ -76,12 +100,15 @@ class LaunchStream {
       throw std::runtime_error("device cuda: no CUDA device");
     }
     if (launch.device >= 0) check(cudaSetDevice(launch.device), "set device");
-    int dev = 0;
-    check(cudaGetDevice(&dev), "get device");
-    cudaMemPool_t pool;
-    check(cudaDeviceGetDefaultMemPool(&pool, dev), "memory pool");
-    std::uint64_t keep = UINT64_MAX;
-    check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "memory pool");
+    static std::atomic<std::uint64_t> pool_kept{0};
+    const int dev = current_device();
+    once_per_device(pool_kept, dev, [dev] {
+      cudaMemPool_t pool;
+      check(cudaDeviceGetDefaultMemPool(&pool, dev), "memory pool");
+      std::uint64_t keep = UINT64_MAX;
+      check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+            "memory pool");
+    });
     stream_ = static_cast<cudaStream_t>(launch.stream);
     if (!stream_ && launch.own_stream) {
       check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");

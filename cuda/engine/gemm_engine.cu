@@ -27,6 +27,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdint>
 #include <cstring>
@@ -242,10 +243,13 @@ void launch_f32_shape(const Params& p, cudaStream_t st) {
     tp.tb = {bv, be, bb, np, kp};
   }
   auto kernel = gpu::tiled_gemm_f32<G, RNE, MODE, TM, TN, BM, BN, MINB, WIDE>;
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             gpu::tiled_f32_smem_bytes(BM, BN, TM, TN, kValueBytes) +
-                                 gpu::kTileLutBytes),
-        "shared memory limit");
+  static std::atomic<std::uint64_t> limit_set{0};
+  gpu::once_per_device(limit_set, gpu::current_device(), [&] {
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               gpu::tiled_f32_smem_bytes(BM, BN, TM, TN, kValueBytes) +
+                                   gpu::kTileLutBytes),
+          "shared memory limit");
+  });
   const dim3 grid((p.g.N + BN - 1) / BN, (p.g.M + BM - 1) / BM);
   const long long blocks = static_cast<long long>(grid.x) * grid.y;
   if (const int pass = gpu::k_parallel_pass(p, blocks, MINB, gpu::kTileBk)) {
@@ -331,8 +335,11 @@ void launch_tiled_f64_as(const Params& p, cudaStream_t st) {
   using T = TileF64;
   auto kernel = gpu::tiled_gemm<double, G, RNE, T::TM, T::TN, T::BM, T::BN, T::BK, CODES>;
   constexpr int smem = gpu::tiled_smem_bytes(T::BM, T::BN, T::BK, T::TM, T::TN);
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-        "shared memory limit");
+  static std::atomic<std::uint64_t> limit_set{0};
+  gpu::once_per_device(limit_set, gpu::current_device(), [&] {
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+          "shared memory limit");
+  });
   const dim3 grid((p.g.N + T::BN - 1) / T::BN, (p.g.M + T::BM - 1) / T::BM);
   constexpr int threads = (T::BM / T::TM) * (T::BN / T::TN), per_sm = 2;  // __launch_bounds__
   const long long blocks = static_cast<long long>(grid.x) * grid.y;
@@ -489,9 +496,12 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
   const gpu::LaunchStream stream(launch);
   const cudaStream_t st = stream.get();
   // The reference step's frames (WideSum, nested for c=add) outgrow the default stack.
-  std::size_t stack = 0;
-  check(cudaDeviceGetLimit(&stack, cudaLimitStackSize), "stack size");
-  if (stack < 8192) check(cudaDeviceSetLimit(cudaLimitStackSize, 8192), "stack size");
+  static std::atomic<std::uint64_t> stack_set{0};
+  gpu::once_per_device(stack_set, gpu::current_device(), [] {
+    std::size_t stack = 0;
+    check(cudaDeviceGetLimit(&stack, cudaLimitStackSize), "stack size");
+    if (stack < 8192) check(cudaDeviceSetLimit(cudaLimitStackSize, 8192), "stack size");
+  });
 
   Params p;
   p.g = g;

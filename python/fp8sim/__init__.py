@@ -482,7 +482,7 @@ def _gemm_cuda(a, b, c, a_scales, b_scales, bias, options, device):
                              ".contiguous() first)")
 
     def codes(t):
-        t = t.detach()
+        t = t.detach() if t.requires_grad else t
         return t.view(torch.uint8) if t.dtype.itemsize == 1 and t.dtype.is_floating_point else t
 
     for name, t, fmt in (("a", a, options.a_format), ("b", b, options.b_format)):

@@ -203,3 +203,37 @@ def test_gemm_refuses_what_a_preset_sets_or_what_applies_to_nothing(kw, needle):
     with pytest.raises(ValueError) as e:
         fp8sim.gemm(a, a, **scales, **kw)
     assert needle in one_line(e.value)
+
+
+def test_the_quick_binding_is_signature_bind():
+    """fp8sim._args binds the calls it can at once (_binder) and leaves the rest to
+    Signature.bind: on every public function's signature, random calls (positional and
+    keyword arguments, unknown or repeated names, missing required ones) bind to the same
+    arguments, args and kwargs, and it declines exactly the calls Signature.bind refuses."""
+    import inspect
+    import random
+
+    from fp8sim import _args
+    rng = random.Random(20261127)
+    fns = [f for f in vars(fp8sim).values() if callable(f) and hasattr(f, "__wrapped__")]
+    assert len(fns) >= 10
+    seen = {"bound": 0, "declined": 0}
+    for f in fns:
+        sig = inspect.signature(f.__wrapped__)
+        bind, names = _args._binder(sig), list(sig.parameters)
+        for _ in range(300):
+            args = tuple(object() for _ in range(rng.randint(0, len(names) + 1)))
+            keys = rng.sample(names + ["not_a_parameter"], rng.randint(0, min(4, len(names))))
+            kwargs = {k: object() for k in keys}
+            got = bind(args, kwargs)
+            try:
+                want = sig.bind(*args, **kwargs)
+            except TypeError:
+                assert got is None, (f.__name__, len(args), keys)
+                seen["declined"] += 1
+                continue
+            assert got is not None, (f.__name__, len(args), keys)
+            assert list(got.arguments.items()) == list(want.arguments.items())
+            assert got.args == want.args and got.kwargs == want.kwargs
+            seen["bound"] += 1
+    assert seen["bound"] > 100 and seen["declined"] > 100, seen
