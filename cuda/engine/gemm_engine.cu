@@ -176,6 +176,17 @@ struct TileF64 { static constexpr int BM = 64, BN = 64, BK = 32, TM = 4, TN = 4;
 
 // The float kernel: both operands prepared (transposed, padded, exponents, sign bits) once
 // per GEMM, then the tiles. The prepared copies live on the stream until the kernel is done.
+// Kernel's dynamic shared-memory limit raised to `bytes` once per device (the attribute is
+// the instance's own, so is the flag: one per Kernel).
+template <auto Kernel>
+void allow_shared_memory(int bytes) {
+  static std::atomic<std::uint64_t> done{0};
+  gpu::once_per_device(done, gpu::current_device(), [bytes] {
+    check(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+          "shared memory limit");
+  });
+}
+
 template <int G, bool RNE, int MODE, int TM, int TN, int BM, int BN, int MINB, bool WIDE = false>
 void launch_f32_shape(const Params& p, cudaStream_t st) {
   gpu::TileParams tp;
@@ -242,14 +253,9 @@ void launch_f32_shape(const Params& p, cudaStream_t st) {
     tp.ta = {av, ae, ab, mp, kp};
     tp.tb = {bv, be, bb, np, kp};
   }
-  auto kernel = gpu::tiled_gemm_f32<G, RNE, MODE, TM, TN, BM, BN, MINB, WIDE>;
-  static std::atomic<std::uint64_t> limit_set{0};
-  gpu::once_per_device(limit_set, gpu::current_device(), [&] {
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               gpu::tiled_f32_smem_bytes(BM, BN, TM, TN, kValueBytes) +
-                                   gpu::kTileLutBytes),
-          "shared memory limit");
-  });
+  constexpr auto kernel = gpu::tiled_gemm_f32<G, RNE, MODE, TM, TN, BM, BN, MINB, WIDE>;
+  allow_shared_memory<kernel>(gpu::tiled_f32_smem_bytes(BM, BN, TM, TN, kValueBytes) +
+                              gpu::kTileLutBytes);
   const dim3 grid((p.g.N + BN - 1) / BN, (p.g.M + BM - 1) / BM);
   const long long blocks = static_cast<long long>(grid.x) * grid.y;
   if (const int pass = gpu::k_parallel_pass(p, blocks, MINB, gpu::kTileBk)) {
@@ -333,13 +339,9 @@ void launch_tiled_wide(const Params& p, cudaStream_t st) {
 template <int G, bool RNE, bool CODES>
 void launch_tiled_f64_as(const Params& p, cudaStream_t st) {
   using T = TileF64;
-  auto kernel = gpu::tiled_gemm<double, G, RNE, T::TM, T::TN, T::BM, T::BN, T::BK, CODES>;
+  constexpr auto kernel = gpu::tiled_gemm<double, G, RNE, T::TM, T::TN, T::BM, T::BN, T::BK, CODES>;
   constexpr int smem = gpu::tiled_smem_bytes(T::BM, T::BN, T::BK, T::TM, T::TN);
-  static std::atomic<std::uint64_t> limit_set{0};
-  gpu::once_per_device(limit_set, gpu::current_device(), [&] {
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-          "shared memory limit");
-  });
+  allow_shared_memory<kernel>(smem);
   const dim3 grid((p.g.N + T::BN - 1) / T::BN, (p.g.M + T::BM - 1) / T::BM);
   constexpr int threads = (T::BM / T::TM) * (T::BN / T::TN), per_sm = 2;  // __launch_bounds__
   const long long blocks = static_cast<long long>(grid.x) * grid.y;

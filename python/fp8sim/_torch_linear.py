@@ -145,8 +145,7 @@ class _Float8LinearFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, r: Recipe) -> torch.Tensor:
         g = r.fprop
-        reuse = _reuse(r)
-        w_again, x_again, _ = reuse
+        w_again, x_again, dy_again = _reuse(r)
         qx = qw = None
         if x.shape[0] and weight.shape[0] and x.shape[1]:  # else zeros: nothing quantised
             qx = _quantized(x, g.a_format, g.a_scaling, "a")
@@ -154,7 +153,7 @@ class _Float8LinearFunction(torch.autograd.Function):
         y = _recipe_mm(g, x, weight, qx, qw)
         keep_w, keep_x = qw is not None and w_again, qx is not None and x_again
         ctx.kept = (keep_w, keep_x)
-        ctx.dy_again = reuse[2]
+        ctx.dy_again = dy_again
         ctx.save_for_backward(x, weight, *(qw if keep_w else ()), *(qx if keep_x else ()))
         ctx.recipe = r
         return y.to(x.dtype)
