@@ -158,6 +158,7 @@ void check_resident_codes(const DeviceGemm& g, std::size_t a_n, std::size_t b_n,
 
 template <bool CODES>
 __global__ void dot_kernel(const Params p) {
+  if (p.redo_only && p.redo_any != nullptr && *p.redo_any == 0u) return;  // nothing handed back
   const std::size_t outputs = std::size_t(p.g.M) * p.g.N;
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < outputs;
        i += std::size_t(gridDim.x) * blockDim.x) {
@@ -272,20 +273,25 @@ void launch_f32_shape(const Params& p, cudaStream_t st) {
 
 template <int G, bool RNE, int MODE>
 void launch_tiled_f32(const Params& p, cudaStream_t st) {
-  // The 64 x 64 tiles (8 x 4 outputs a thread, three blocks an SM) where they fill the GPU
-  // twice over; for fewer outputs (small M: skinny, decode-like GEMMs) smaller tiles and
-  // thread tiles, for more threads (H100, 2026-11-25: 16x4096x7168 at 5.5e11 MAC/s with
-  // 16 x 64 tiles against 2.9e11 with 64 x 64; 64x7168x16384 at 2.4e12 with 32 x 64 against
-  // 1.9e12). Where the 64 x 64 tiles run K-parallel (gemm_engine_kpar.cuh: chunks of K fill
-  // the GPU), smaller tiles only where M is at most 32 (less of the tile wasted on rows
-  // beyond M). For M <= 16, 4 x 2 outputs a thread, six blocks an SM (H100, 2026-11-26,
-  // K-parallel: 16x4096x7168 at 2.21e12 against 1.86e12 with 2 x 2 and four; 2 x 4 on
-  // 16 x 128 tiles 1.99e12; 4 x 1 1.98e12; 4 x 2 with eight blocks 2.22e12 but slower at
-  // 8 and 16 x 14336 rows). Every tile shape gives the same bits.
+  // The 64 x 64 tiles (8 x 4 outputs a thread, three blocks an SM) where they give every SM
+  // a block; for fewer outputs (small M: skinny, decode-like GEMMs) smaller tiles and thread
+  // tiles, for more threads (H100, 2026-11-25: 16x4096x7168 at 5.5e11 MAC/s with 16 x 64
+  // tiles against 2.9e11 with 64 x 64; 64x7168x16384 at 2.4e12 with 32 x 64 against 1.9e12).
+  // Where the 64 x 64 tiles run K-parallel (gemm_engine_kpar.cuh: chunks of K fill the GPU),
+  // smaller tiles only where M is at most 32 (less of the tile wasted on rows beyond M). For
+  // M <= 16, 4 x 2 outputs a thread, six blocks an SM (H100, 2026-11-26, K-parallel:
+  // 16x4096x7168 at 2.21e12 against 1.86e12 with 2 x 2 and four; 2 x 4 on 16 x 128 tiles
+  // 1.99e12; 4 x 1 1.98e12; 4 x 2 with eight blocks 2.22e12 but slower at 8 and 16 x 14336
+  // rows). Between one and six 64 x 64 blocks an SM the 64 x 64 tiles, not the 32 x 64 ones
+  // (H100, 2026-11-27, promoted never / every 128 with block scales, kernels: 3072x1024x4096
+  // 4.53e12 / 4.39e12 against 3.69e12 / 3.60e12, 1024x1024x4096 4.06e12 / 3.92e12 against
+  // 3.46e12 / 3.37e12; below one, 4096x128x1024, 2.73e12 / 2.58e12 against 3.03e12 /
+  // 2.99e12). Every tile shape gives the same bits.
   const long long big_blocks = (p.g.M + 63LL) / 64 * ((p.g.N + 63LL) / 64);
   if (big_blocks < 2LL * 3 * gpu::sm_count()) {
     if (p.g.M <= 16) return launch_f32_shape<G, RNE, MODE, 4, 2, 16, 64, 6>(p, st);
-    if (p.g.M <= 32 || gpu::k_parallel_pass(p, big_blocks, 3, gpu::kTileBk) == 0)
+    if (p.g.M <= 32 || (big_blocks < gpu::sm_count() &&
+                        gpu::k_parallel_pass(p, big_blocks, 3, gpu::kTileBk) == 0))
       return launch_f32_shape<G, RNE, MODE, 4, 2, 32, 64, 3>(p, st);
   }
   launch_f32_shape<G, RNE, MODE, 8, 4, 64, 64, 3>(p, st);
@@ -475,11 +481,14 @@ std::size_t dot_resident_blocks() {
 }
 
 // The per-output kernel: every output, or (redo_only, after a tiled kernel) those holding
-// kRedoBits, usually none. Those it finds by a pass over D: there a grid that fills the GPU
-// twice, each thread striding over D, instead of a block per 128 outputs, whose blocks cost
-// about 100 ns an output (the per-output kernel's registers and stack): 1.8 ms of the 18 ms
-// of 4096^3 nvfp4's kernels (Nsight Compute, H100, 2026-11-27; 2048x2048x1024's kernels 2.95e12
-// to 4.1e12 MAC/s without them). The outputs' bits do not depend on the grid.
+// kRedoBits, usually none. Those it finds by a pass over D, only where a tiled kernel said it
+// wrote some (Params::redo_any; else each block returns at once): there a grid that fills the
+// GPU twice, each thread striding over D, instead of a block per 128 outputs, whose blocks
+// cost about 100 ns an output (the per-output kernel's registers and stack): 1.8 ms of the
+// 18 ms of 4096^3 nvfp4's kernels (Nsight Compute, H100, 2026-11-27; 2048x2048x1024's kernels
+// 2.95e12 to 4.1e12 MAC/s without them). The pass itself took 50 us at 4096 x 1024 outputs
+// and 185 us at 4096 x 4096 (torch.profiler, H100, 2026-11-27), 1.9 ms of the wide training
+// step's 71 ms of GEMM kernels. The outputs' bits do not depend on the grid.
 void launch_dot(Params p, bool redo_only, cudaStream_t st) {
   p.redo_only = redo_only;
   const std::size_t outputs = std::size_t(p.g.M) * p.g.N;
@@ -543,13 +552,19 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
     p.g.sa = upload(g.sa, g.sa_size, st, bufSa);
     p.g.sb = upload(g.sb, g.sb_size, st, bufSb);
   }
-  // The reference step with block scales reports the first output's error in one word
+  // Two device words: whether a tiled kernel handed outputs back (Params::redo_any, 0: none),
+  // and the reference step's first output with an error where it has block scales
   // (Params::step_errors: all ones, none).
-  DeviceBuffer bufErr;
-  if (g.scaled_reference) {
-    bufErr = device_alloc(sizeof(unsigned long long), st);
-    p.step_errors = static_cast<unsigned long long*>(bufErr.get());
-    check(cudaMemsetAsync(p.step_errors, 0xff, sizeof(unsigned long long), st), "memset");
+  DeviceBuffer bufWords;
+  if (launch.kernel == 0 || g.scaled_reference) {
+    bufWords = device_alloc(2 * sizeof(unsigned long long), st);
+    auto* words = static_cast<unsigned long long*>(bufWords.get());
+    check(cudaMemsetAsync(words, 0, sizeof(unsigned long long), st), "memset");
+    p.redo_any = reinterpret_cast<unsigned*>(words);
+    if (g.scaled_reference) {
+      p.step_errors = words + 1;
+      check(cudaMemsetAsync(p.step_errors, 0xff, sizeof(unsigned long long), st), "memset");
+    }
   }
 
   const gpu::KernelTiming timing = gpu::timing_start(st);
@@ -606,7 +621,9 @@ __global__ void epilogue_kernel(const DeviceEpilogue e, float* D) {
     if (e.part) v = __fadd_rn(v, e.part[i]);
     if (e.finish) {
       const int m = int(i / unsigned(e.N)), col = int(i % unsigned(e.N));
-      if (e.scales == 1) v = __fmul_rn(v, __fmul_rn(e.sa_value, e.sb_value));
+      if (e.scales == 1)
+        v = __fmul_rn(v, e.scales_on_device ? __fmul_rn(e.sa[0], e.sb[0])
+                                            : __fmul_rn(e.sa_value, e.sb_value));
       else if (e.scales == 2) v = __fmul_rn(__fmul_rn(v, e.sb[col]), e.sa[m]);
       if (e.bias) v = __fadd_rn(v, e.bias[col]);
       if (!e.out_fp32) v = float(gpu::quantize_rne(v, e.out_type));
@@ -628,12 +645,14 @@ void run_device_epilogue(const DeviceEpilogue& e, float* D, void* stream, int de
   DeviceBuffer bsa, bsb, bbias;
   // Tensor scales go by value (kernel parameters); row scales and a bias are host arrays
   // uploaded from pageable memory, and the host waits for the kernel then (as it did for
-  // every epilogue), as without a stream of the caller's.
+  // every epilogue), as without a stream of the caller's. Scales on the device already are
+  // read there.
   bool uploaded = false;
-  if (e.finish && e.scales == 1) {
+  const bool host_scales = e.finish && !e.scales_on_device;
+  if (host_scales && e.scales == 1) {
     d.sa_value = e.sa[0];
     d.sb_value = e.sb[0];
-  } else if (e.finish && e.scales == 2) {
+  } else if (host_scales && e.scales == 2) {
     d.sa = upload(e.sa, std::size_t(e.M), st, bsa);
     d.sb = upload(e.sb, std::size_t(e.N), st, bsb);
     uploaded = true;

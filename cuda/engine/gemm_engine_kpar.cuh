@@ -89,6 +89,7 @@ __global__ void promote_parts_kernel(const Params p, const float* parts, int fir
       main = promote(p, main, part, row, col, (first + j) * chunk);
     }
     g.D[i] = redo ? __uint_as_float(kRedoBits) : last ? to_out_type(p, main) : main;
+    if (redo && p.redo_any != nullptr) *p.redo_any = 1u;
   }
 }
 

@@ -36,6 +36,9 @@ struct Params {
   int out_drop = 0;           // 52 - output mantissa bits
   unsigned long long out_keep = 0;  // ~(2^out_drop - 1): out_e8 cut toward zero, on a double
   bool redo_only = false;     // per-output kernel: only outputs holding kRedoBits
+  // Set to 1 (device word, 0 before the tiled kernels) by every kernel that writes kRedoBits
+  // into D: the per-output kernel's pass over D runs only where it was set.
+  unsigned* redo_any = nullptr;
   bool out_fp32_model = false;  // the model's output is fp32 itself (c=add: one fp32 add)
   ChunkParts chunks;          // a K-parallel slice's workspace (tiled kernels)
   int k_parallel = 0;         // host only: DeviceLaunch::k_parallel
@@ -496,6 +499,7 @@ __device__ __forceinline__ void store_d_tile(const Params& p, int row0, int col0
                                                     ? __uint_as_float(kRedoBits)
                                                     : to_out_type(p, main(i, j));
     }
+  if (redo != 0 && p.redo_any != nullptr) *p.redo_any = 1u;
 }
 
 // sim's Engine::dot for output (a_row, b_row) on its rows a and b (float pointers or CodeRow):

@@ -10,7 +10,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <stdexcept>
 
+#include "engine/deferred_checks.cuh"
 #include "engine/device_memory.cuh"
 #include "scaling/device_quantize.hpp"
 
@@ -102,26 +104,33 @@ __global__ void tensor_scales_kernel(const unsigned long long* tamax, DeviceScal
         __longlong_as_double(static_cast<long long>(tamax[t / l.tensor_rows])), *rule);
 }
 
-// Every scale of the layout (T x cols), each from its group's maximum (scale_at).
+// Every scale of the layout (T x cols), each from its group's maximum (scale_at); deferred
+// (DeviceQuantiseJob::deferred): NaN where an element is not finite (*bad < elements).
 __global__ void scales_kernel(const double* amax, const float* tensor_scales, DeviceScaleLayout l,
-                              const DeviceScaleRule* rule, float* scales) {
+                              const DeviceScaleRule* rule, float* scales,
+                              const unsigned long long* bad, std::size_t elements) {
   const std::size_t n = std::size_t(l.T) * l.cols;
+  const bool nan = bad != nullptr && *bad < elements;
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
        i += std::size_t(gridDim.x) * blockDim.x)
-    scales[i] = scale_at(amax, tensor_scales, l, *rule, i);
+    scales[i] = nan ? __int_as_float(0x7fc00000) : scale_at(amax, tensor_scales, l, *rule, i);
 }
 
-// scales null: every element's scale is its tensor scale (or 1). Writes nothing where an
-// element is not finite (*bad < T * K).
+// scales null: every element's scale is its tensor scale (or 1); scales' row of x's row t:
+// t / scale_rows_per. Writes nothing where an
+// element is not finite (*bad < T * K), except deferred (bad_value set): then every code is
+// written and the first such element's bits (as a double) go into *bad_value.
 template <class X>
 __global__ void encode_kernel(const X* x, int T, int K, const float* scales, int cols, int nc,
-                              const float* tensor_scales, const DeviceEncodeTable* table,
+                              int scale_rows_per, const float* tensor_scales,
+                              const DeviceEncodeTable* table,
                               const unsigned long long* bad, unsigned char* codes,
-                              unsigned long long* saturated) {
+                              unsigned long long* saturated, unsigned long long* bad_value) {
   static_assert(sizeof(DeviceEncodeTable) % 4 == 0, "copied in 4-byte words");
   __shared__ alignas(8) int words[sizeof(DeviceEncodeTable) / 4];
   const std::size_t n = std::size_t(T) * K;
-  if (*bad < n) return;
+  const unsigned long long first_bad = *bad;
+  if (first_bad < n && bad_value == nullptr) return;
   for (int i = threadIdx.x; i < int(sizeof words / 4); i += blockDim.x)
     words[i] = reinterpret_cast<const int*>(table)[i];
   __syncthreads();
@@ -132,9 +141,12 @@ __global__ void encode_kernel(const X* x, int T, int K, const float* scales, int
        i += std::size_t(gridDim.x) * blockDim.x) {
     const std::size_t t = i / K;
     const int k = static_cast<int>(i % K);
+    const std::size_t row = scale_rows_per == 1 ? t : t / scale_rows_per;
     const double s = (tensor_scales ? double(tensor_scales[t]) : 1.0) *
-                     (scales ? double(scales[t * cols + (cols == 1 ? 0 : k / nc)]) : 1.0);
-    const double v = load(x, i) / s;
+                     (scales ? double(scales[row * cols + (cols == 1 ? 0 : k / nc)]) : 1.0);
+    const double xi = load(x, i);
+    if (i == first_bad) *bad_value = static_cast<unsigned long long>(__double_as_longlong(xi));
+    const double v = xi / s;
     if (fabs(v) > top) ++over;
     codes[i] = table_encode(v, e);
   }
@@ -144,13 +156,19 @@ __global__ void encode_kernel(const X* x, int T, int K, const float* scales, int
 }  // namespace
 
 DeviceQuantiseResult run_device_quantise(const DeviceQuantiseJob& j, const DeviceLaunch& launch) {
+  if (j.deferred && (j.count || !launch.stream || j.tensor_scales || !j.scales))
+    throw std::invalid_argument("quantize on CUDA: a deferred quantisation takes one level of "
+                                "scales, no count and a stream of the caller's");
   const gpu::LaunchStream stream(launch);
   const cudaStream_t st = stream.get();
   const std::size_t n = std::size_t(j.T) * j.K;
   const DeviceScaleGroups& g = j.groups;
   const std::size_t row_groups = (std::size_t(j.T) + g.rows_per - 1) / g.rows_per;
   const std::size_t amax_size = std::max<std::size_t>(row_groups * g.cols, 1);
-  const std::size_t scale_count = j.scales ? std::size_t(j.T) * j.layout.cols : 0;
+  // The scales' rows: one a row of x (as scales_from_amax lays them out), or, deferred, one a
+  // row group (the layout gemm() takes: one for a tensor, one per 128 rows of B's blocks).
+  const std::size_t scale_rows = j.deferred ? row_groups : std::size_t(j.T);
+  const std::size_t scale_count = j.scales ? scale_rows * j.layout.cols : 0;
   const std::size_t tensor_count = j.tensor_scales ? std::size_t(j.T) : 0;
   const std::size_t tensor_groups =
       tensor_count ? (std::size_t(j.T) + j.layout.tensor_rows - 1) / j.layout.tensor_rows : 0;
@@ -165,7 +183,8 @@ DeviceQuantiseResult run_device_quantise(const DeviceQuantiseJob& j, const Devic
   unsigned long long* d_amax = words + 2;
   unsigned long long* d_tamax = d_amax + amax_size;
   auto* d_tensor = reinterpret_cast<float*>(d_tamax + tensor_groups);
-  float* d_scales = d_tensor + tensor_count;
+  // Deferred: the scales go straight into the caller's device memory (one level only).
+  float* d_scales = j.deferred ? j.scales : d_tensor + tensor_count;
   check(cudaMemsetAsync(words + 1, 0,
                         (1 + amax_size + tensor_groups) * sizeof(unsigned long long), st),
         "memset");
@@ -204,8 +223,14 @@ DeviceQuantiseResult run_device_quantise(const DeviceQuantiseJob& j, const Devic
       check(cudaGetLastError(), "tensor scales kernel launch");
     }
     if (scale_count > 0) {
+      DeviceScaleLayout layout = j.layout;
+      if (j.deferred) {  // a row per row group
+        layout.T = static_cast<int>(row_groups);
+        layout.rows_per = 1;
+      }
       scales_kernel<<<blocks_for(scale_count), 256, 0, st>>>(
-          amax, tensor_count > 0 ? d_tensor : nullptr, j.layout, d_rule, d_scales);
+          amax, tensor_count > 0 ? d_tensor : nullptr, layout, d_rule, d_scales,
+          j.deferred ? d_bad : nullptr, n);
       check(cudaGetLastError(), "scales kernel launch");
     }
   }
@@ -229,7 +254,7 @@ DeviceQuantiseResult run_device_quantise(const DeviceQuantiseJob& j, const Devic
   // Without the count, on a stream of the caller's: the host waits for the scales only, and
   // the codes follow in stream order (none where an element is not finite).
   const bool wait_for_codes = j.count || !launch.stream;
-  if (!wait_for_codes) {
+  if (!wait_for_codes && !j.deferred) {
     download();
     if (result.first_bad >= 0) return result;
   }
@@ -240,17 +265,25 @@ DeviceQuantiseResult run_device_quantise(const DeviceQuantiseJob& j, const Devic
     const auto* d_table = static_cast<const DeviceEncodeTable*>(
         gpu::cached_constant(j.table, sizeof *j.table));
     const int cols = j.scales ? j.layout.cols : 0;
+    const int rows_per = j.deferred ? g.rows_per : 1;
     const unsigned blocks = blocks_for(n);
     unsigned long long* count = j.count ? d_count : nullptr;
+    unsigned long long* bad_value = j.deferred ? d_count : nullptr;  // no count: its word
     const float* scales = scale_count > 0 ? d_scales : nullptr;
     const float* tensor = tensor_count > 0 ? d_tensor : nullptr;
     if (j.x_double)
       encode_kernel<<<blocks, 256, 0, st>>>(static_cast<const double*>(j.x), j.T, j.K, scales,
-                                            cols, j.nc, tensor, d_table, d_bad, j.codes, count);
+                                            cols, j.nc, rows_per, tensor, d_table, d_bad,
+                                            j.codes, count, bad_value);
     else
       encode_kernel<<<blocks, 256, 0, st>>>(static_cast<const float*>(j.x), j.T, j.K, scales,
-                                            cols, j.nc, tensor, d_table, d_bad, j.codes, count);
+                                            cols, j.nc, rows_per, tensor, d_table, d_bad,
+                                            j.codes, count, bad_value);
     check(cudaGetLastError(), "encode kernel launch");
+  }
+  if (j.deferred) {
+    gpu::defer_bad_element(words, n, j.what, st);  // the first bad index and its value
+    return result;
   }
   if (wait_for_codes) download();
   return result;

@@ -271,17 +271,59 @@ def _quantize_cuda(x, fmt: str, scaling: str, role: str, tensor_rows: int,
     is None, not counted, and on a stream other than the legacy default one the call returns
     once the scales are known, the codes following in stream order (no wait for them)."""
     import torch
-    t = x.detach()
-    if t.dtype in (torch.bfloat16, torch.float16):
-        t = t.float()  # exact
-    elif t.dtype not in (torch.float32, torch.float64):
-        t = t.double()  # as the CPU path reads them
-    t = t.contiguous()
+    t = _float_input(x)
     codes = torch.empty(t.shape, dtype=torch.uint8, device=t.device)
     stream = torch.cuda.current_stream(t.device).cuda_stream
     q = Quantized(codes, *_core.quantize_cuda(t, codes, fmt, scaling, role, tensor_rows,
                                                stream, count_saturated))
     return q if count_saturated else q._replace(saturated=None)
+
+
+def _quantize_cuda_deferred(x, fmt: str, scaling: str, role: str):
+    """fp8sim.torch's GEMM operands on the GPU without waiting for it: (uint8 codes, float32
+    scales) as CUDA tensors on x's device, written on torch's current stream (one level of
+    scales, all rows under one tensor scale). An element that is not finite makes every scale
+    NaN, and is raised (ValueError, "x: value at index i is v ...") by the next deferred
+    quantisation or ``_core.check_deferred`` once the GPU has got there."""
+    import torch
+    t = _float_input(x)
+    rows, cols = _scale_shape(t.shape[0], t.shape[1], scaling, role)
+    codes = torch.empty(t.shape, dtype=torch.uint8, device=t.device)
+    scales = torch.empty((rows, cols), dtype=torch.float32, device=t.device)
+    _core.quantize_cuda_deferred(t, codes, scales, fmt, scaling, role,
+                                 torch.cuda.current_stream(t.device).cuda_stream)
+    return codes, scales
+
+
+@_functools.lru_cache(maxsize=1024)
+def _scale_shape(t: int, k: int, scaling: str, role: str) -> tuple:
+    return tuple(_core.quantize_scale_shape(t, k, scaling, role))
+
+
+def _float_input(x):
+    """A torch CUDA tensor as the CUDA quantiser reads it: float32 or float64, C-contiguous,
+    detached (bf16 and fp16 exactly as float32, other dtypes as float64, as the CPU reads
+    them)."""
+    import torch
+    t = x.detach()
+    if t.dtype in (torch.bfloat16, torch.float16):
+        t = t.float()  # exact
+    elif t.dtype not in (torch.float32, torch.float64):
+        t = t.double()  # as the CPU path reads them
+    return t.contiguous()
+
+
+def _gemm_cuda_scales_on_device(a, b, a_scales, b_scales, **options):
+    """gemm() of CUDA codes with the scales ``_quantize_cuda_deferred`` left on the device
+    (float32 CUDA tensors of the scale shapes): taken as they are (a NaN scale makes its
+    outputs NaN), with no wait for the GPU where the engine reads them there; ``options`` as
+    gemm()'s keywords (no c, no bias)."""
+    import torch
+    out = torch.empty((a.shape[0], b.shape[0]), dtype=torch.float32, device=a.device)
+    _core.gemm_cuda_scales_on_device(a, b, None, out, a_scales, b_scales,
+                                     _gemm_options(**options),
+                                     torch.cuda.current_stream(a.device).cuda_stream)
+    return out
 
 
 def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None,

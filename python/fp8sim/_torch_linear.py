@@ -85,13 +85,13 @@ def _engine_scaling(name: str) -> str:
 
 def _quantized(x: torch.Tensor, fmt: str, scaling: str, role: str) -> tuple:
     """x quantised (fmt, scaling, role): (uint8 codes on x's device, scales as a tensor).
-    Eager CUDA tensors call the library directly: the scales it computes on the host stay
-    there, where the engine reads them (the op returns them as CUDA tensors, which the GEMM
-    then copied back: an upload, a download and their waits per operand); torch.compile and
-    CPU tensors go through the op. The same calls and values either way."""
+    Eager CUDA tensors call the library directly, which leaves codes and scales on the GPU
+    and does not wait for it (``_timed_quantize_operand``: a value that is not finite makes
+    the scales NaN, so the GEMM's outputs, and is raised by a later quantisation or at the end
+    of a ``timed`` block); torch.compile and CPU tensors go through the op, which raises it at
+    once. The same codes and scales either way."""
     if x.is_cuda and not torch.compiler.is_compiling():
-        q = _timed_quantize_operand(x, fmt, scaling, role)
-        return q.codes, torch.from_numpy(q.scales)  # host scales, no copy
+        return _timed_quantize_operand(x, fmt, scaling, role)
     return torch.ops.fp8sim.quantize(x, fmt, scaling, role)
 
 
@@ -117,11 +117,15 @@ def _recipe_mm(g: GemmRecipe, a: "torch.Tensor | None", b: "torch.Tensor | None"
     sa, sb = (sa, sb) if scaling != "none" else (None, None)
     # cuBLASLt's slice alignment, for a split only (given without one, it is refused)
     align = None if split_k == 1 else 512 if scaling == "block" else 128
-    if direct:
-        return _timed_gemm(m, n, k, ca, cb, a_format=g.a_format, b_format=g.b_format,
-                           model=g.model, promote_every=g.promote_every, a_scales=sa,
-                           b_scales=sb, scaling=g.a_scaling, scale_order=g.scale_order,
-                           out_type="f32", split_k=split_k, split_k_align=align)
+    if direct:  # scales on the GPU (_quantized): read there, no wait for it
+        options = dict(a_format=g.a_format, b_format=g.b_format, model=g.model,
+                       promote_every=g.promote_every, scaling=g.a_scaling,
+                       scale_order=g.scale_order, out_type="f32", split_k=split_k,
+                       split_k_align=align)
+        if sa is None:
+            return _timed_gemm(m, n, k, ca, cb, **options)
+        return _timed_gemm(m, n, k, ca, cb, sa, sb, gemm=_fp8sim._gemm_cuda_scales_on_device,
+                           **options)
     return torch.ops.fp8sim.gemm(ca, cb, None, sa, sb, g.a_format, g.b_format, g.model,
                                  g.promote_every, g.a_scaling, None, g.scale_order, "f32",
                                  split_k=split_k, split_k_align=align)

@@ -75,14 +75,18 @@ def timed(t: Optional[GemmTime] = None) -> Iterator[GemmTime]:
         # The kernels' time, waiting for them: a CUDA fault of the block's GEMMs surfaces
         # here at the latest (or at torch's first synchronisation before it).
         t.kernel_s += sum(e.seconds() for e in _unread.pop(id(t), ()))
+    # An operand quantised without waiting for the GPU that held a value that is not finite
+    # is raised here at the latest (ValueError), the GPU's work waited for.
+    _fp8sim._core.check_deferred(True)
 
 
-def _timed_gemm(m: int, n: int, k: int, *args, **kwargs):
-    """``fp8sim.gemm(*args, **kwargs)`` (an m x n x k GEMM), its time added to the timers:
-    its kernels' events (this thread's, taken without waiting) are read when the timers'
-    blocks end; without timers they go back to the engine unread."""
+def _timed_gemm(m: int, n: int, k: int, *args, gemm=None, **kwargs):
+    """``fp8sim.gemm(*args, **kwargs)`` (an m x n x k GEMM; or ``gemm``'s, a function of the
+    same results) its time added to the timers: its kernels' events (this thread's, taken
+    without waiting) are read when the timers' blocks end; without timers they go back to the
+    engine unread."""
     t0 = time.perf_counter()
-    d = _fp8sim.gemm(*args, **kwargs)
+    d = (gemm or _fp8sim.gemm)(*args, **kwargs)
     dt = time.perf_counter() - t0
     events = _fp8sim._core.device_kernel_take()  # this call's kernels (no wait)
     for t in _timers:
@@ -99,11 +103,17 @@ def _timed_quantize(*args, **kwargs):
     return _timed_quantisation(_fp8sim.quantize, *args, **kwargs)
 
 
-def _timed_quantize_operand(x, fmt: str, scaling: str, role: str):
-    """A CUDA tensor quantised for a GEMM (codes and scales; the saturated count not made,
-    so the quantiser need not wait for its codes), its time added to the timers."""
-    return _timed_quantisation(_fp8sim._quantize_cuda, x, fmt, scaling, role, 0,
-                               count_saturated=False)
+def _timed_quantize_operand(x, fmt: str, scaling: str, role: str) -> tuple:
+    """A CUDA tensor quantised for a GEMM, its time added to the timers: (codes, scales), both
+    CUDA tensors, with no wait for the GPU (``fp8sim._quantize_cuda_deferred``: an element
+    that is not finite makes the scales NaN and is raised by a later call) where the scaling
+    has one level of scales; without scales, the codes and host scales of a quantisation that
+    waits for its scales (the saturated count not made)."""
+    if _fp8sim._core.gemm_scaling(scaling) != "none":
+        return _timed_quantisation(_fp8sim._quantize_cuda_deferred, x, fmt, scaling, role)
+    q = _timed_quantisation(_fp8sim._quantize_cuda, x, fmt, scaling, role, 0,
+                            count_saturated=False)
+    return q.codes, torch.from_numpy(q.scales)
 
 
 def _timed_quantisation(fn, *args, **kwargs):

@@ -19,6 +19,14 @@ using AnyArray = nb::ndarray<nb::ro, nb::device::cpu>;
 using CudaArray = nb::ndarray<nb::ro, nb::device::cuda>;
 using CudaOut = nb::ndarray<float, nb::device::cuda>;
 
+// The caller's stream as the engines take it. torch names its legacy default stream 0, which
+// the engines read as no stream given (they then wait for their kernels before returning);
+// CUDA's handle for that same stream is cudaStreamLegacy, 0x1, so that a call with nothing to
+// report returns without waiting there too, as on any other stream of the caller's.
+inline void* caller_stream(std::uintptr_t stream) {
+  return reinterpret_cast<void*>(stream == 0 ? std::uintptr_t{1} : stream);
+}
+
 // A checked view of an argument: its .npy dtype spelling ("|u1", "<f4", ...), shape and data.
 struct View {
   std::string descr;

@@ -233,6 +233,39 @@ nb::tuple quantize_cuda(const CudaArray& x, nb::ndarray<std::uint8_t, nb::device
   return scales_tuple(s, r, std::move(q), int(T), int(K), tensor_rows);
 }
 
+// quantise_resident_deferred: x (T x K float32 or float64), codes (T x K uint8) and scales
+// (gemm_scale_shape's rows x cols float32, written) on one CUDA device, on `stream`; returns
+// without waiting for the device.
+void quantize_cuda_deferred(const CudaArray& x, nb::ndarray<std::uint8_t, nb::device::cuda> codes,
+                            CudaOut& scales, const std::string& format,
+                            const std::string& scaling, const std::string& role,
+                            std::uintptr_t stream) {
+  const FormatSpec f = format_by_name(format);
+  const ScalingSpec s = scaling_by_name(scaling);
+  const OperandRole r = role_by_name(role);
+  const View v = view(x, "x", "", 2);
+  if (v.descr != "<f4" && v.descr != "<f8")
+    throw std::invalid_argument(fmt::format("x: expected dtype <f4 or <f8, got {}", v.descr));
+  const std::size_t T = v.shape[0], K = v.shape[1];
+  if (codes.ndim() != 2 || codes.shape(0) != T || codes.shape(1) != K ||
+      codes.stride(0) != std::int64_t(K) || (K > 1 && codes.stride(1) != 1))
+    throw std::invalid_argument(
+        fmt::format("codes: expected a C-contiguous ({}, {}) uint8 array", T, K));
+  const ScaleShape sh = gemm_scale_shape(s, r, int(T), int(K), 0);
+  if (scales.ndim() != 2 || scales.shape(0) != std::size_t(sh.rows) ||
+      scales.shape(1) != std::size_t(sh.cols) || scales.stride(0) != std::int64_t(sh.cols) ||
+      (sh.cols > 1 && scales.stride(1) != 1))
+    throw std::invalid_argument(fmt::format(
+        "scales: expected a C-contiguous ({}, {}) float32 array", sh.rows, sh.cols));
+  for (const int id : {int(codes.device_id()), int(scales.device_id())})
+    if (id != x.device_id())
+      throw std::invalid_argument(fmt::format("codes and scales: on CUDA device {}, x on device {}",
+                                              id, x.device_id()));
+  nb::gil_scoped_release release;
+  quantise_resident_deferred(s, r, f, int(T), int(K), v.data, v.descr == "<f8", codes.data(),
+                             scales.data(), caller_stream(stream), x.device_id());
+}
+
 }  // namespace
 
 void bind_format(nb::module_& m) {
@@ -280,6 +313,22 @@ void bind_format(nb::module_& m) {
         "quantise_resident: codes written in place on x's CUDA device; returns (scales, gemm "
         "scaling, block, saturated, tensor scales), computed on the device; count_saturated "
         "false: saturated 0, not counted, and (stream not 0) no wait for the codes.");
+  m.def("quantize_cuda_deferred", &quantize_cuda_deferred, nb::arg("x"), nb::arg("codes"),
+        nb::arg("scales"), nb::arg("fmt"), nb::arg("scaling"), nb::arg("role"),
+        nb::arg("stream"),
+        "quantise_resident_deferred: codes and one level of scales written in place on x's "
+        "CUDA device, on `stream` (0: the legacy default one), without waiting for the "
+        "device; an element that is not finite makes every scale NaN and is reported by "
+        "check_deferred.");
+  m.def(
+      "check_deferred",
+      [](bool wait) {
+        nb::gil_scoped_release release;
+        check_deferred_quantisations(wait);
+      },
+      nb::arg("wait") = false,
+      "check_deferred_quantisations: raises ValueError for the first deferred quantisation "
+      "whose device found an element that is not finite (wait: all of them, waiting).");
 }
 
 }  // namespace fp8sim::py

@@ -77,14 +77,6 @@ nb::ndarray<nb::numpy, float> run_gemm(const AnyArray& a, const AnyArray& b,
   return to_numpy(std::move(D), {M, N});
 }
 
-// The caller's stream as the engine takes it. torch names its legacy default stream 0, which
-// the engine reads as no stream given (it then waits for its kernels before returning); CUDA's
-// handle for that same stream is cudaStreamLegacy, 0x1, so that a GEMM with nothing to report
-// returns without waiting there too, as on any other stream of the caller's.
-void* caller_stream(std::uintptr_t stream) {
-  return reinterpret_cast<void*>(stream == 0 ? std::uintptr_t{1} : stream);
-}
-
 // gemm() on CUDA device arrays, in place and without copies: D (M x N float32, on the same
 // device) is written by the CUDA engine on `stream`; scales are host arrays.
 void run_gemm_cuda(const CudaArray& a, const CudaArray& b, const std::optional<CudaArray>& c,
@@ -121,6 +113,54 @@ void run_gemm_cuda(const CudaArray& a, const CudaArray& b, const std::optional<C
   gemm_resident(s, int(M), int(N), int(K), static_cast<const std::uint8_t*>(A.data),
                 static_cast<const std::uint8_t*>(B.data), C, sa, sb, d.data(),
                 caller_stream(stream), device, bv);
+}
+
+// run_gemm_cuda with the scales on the device too (float32 CUDA arrays of the scale shapes, on
+// a's device), as quantize_cuda_deferred writes them: taken as they are, and the host does not
+// wait for the device (gemm_resident_scales_on_device). No bias.
+void run_gemm_cuda_scales_on_device(const CudaArray& a, const CudaArray& b,
+                                    const std::optional<CudaArray>& c, CudaOut& d,
+                                    const CudaArray& a_scales, const CudaArray& b_scales,
+                                    const GemmOptions& g, std::uintptr_t stream) {
+  GemmSpec s = gemm_spec(g, true, true);
+  const View A = view(a, "a", "|u1", 2), B = view(b, "b", "|u1", 2);
+  const std::size_t M = A.shape[0], K = A.shape[1], N = B.shape[0];
+  check_gemm_problem("a", "b", M, K, N, B.shape[1]);
+  apply_triton_config(s, g, int(M), int(N), int(K));
+  const int device = a.device_id();
+  for (const auto& [id, what] : {std::pair{int(b.device_id()), "b"},
+                                 std::pair{int(d.device_id()), "out"},
+                                 std::pair{int(a_scales.device_id()), "a_scales"},
+                                 std::pair{int(b_scales.device_id()), "b_scales"}})
+    if (id != device)
+      throw std::runtime_error(fmt::format("{}: on CUDA device {}, a on device {}", what, id, device));
+  if (d.ndim() != 2 || d.shape(0) != M || d.shape(1) != N || d.stride(0) != std::int64_t(N) ||
+      (N > 1 && d.stride(1) != 1))
+    throw std::runtime_error(fmt::format("out: expected a C-contiguous ({}, {}) float32 array", M, N));
+  const float* C = nullptr;
+  if (c) {
+    if (c->device_id() != device)
+      throw std::runtime_error(fmt::format("c: on CUDA device {}, a on device {}", c->device_id(), device));
+    const View v = view(*c, "c", "<f4", 2);
+    if (v.shape != std::vector<std::size_t>{M, N})
+      throw std::runtime_error(fmt::format("c: expected shape ({}, {}), got ({}, {})", M, N,
+                                           v.shape[0], v.shape[1]));
+    C = static_cast<const float*>(v.data);
+  }
+  validate(s, int(M), int(N), int(K));
+  if (s.scaling == Scaling::none)
+    throw std::runtime_error("scales on the device: the scaling is none");
+  const ScaleShapes sh = scale_shapes(s, int(M), int(N), int(K));
+  const View va = view(a_scales, "a_scales", "<f4"), vb = view(b_scales, "b_scales", "<f4");
+  check_scale_header("a_scales", va.descr, va.shape, s.scaling, sh.a_rows, sh.a_cols);
+  check_scale_header("b_scales", vb.descr, vb.shape, s.scaling, sh.b_rows, sh.b_cols);
+  nb::gil_scoped_release release;
+  gemm_resident_scales_on_device(
+      s, int(M), int(N), int(K), static_cast<const std::uint8_t*>(A.data),
+      static_cast<const std::uint8_t*>(B.data), C,
+      {static_cast<const float*>(va.data), sh.a_rows * sh.a_cols},
+      {static_cast<const float*>(vb.data), sh.b_rows * sh.b_cols}, d.data(),
+      caller_stream(stream), device);
 }
 
 // Codes of any unsigned width (uint8, uint16, uint32) as one T x K operand of `f`.
@@ -262,6 +302,19 @@ void bind_gemm(nb::module_& m) {
       nb::arg("a_scales").none(), nb::arg("b_scales").none(), nb::arg("bias").none(),
       nb::arg("options"), nb::arg("stream"),
       "out = A B^T on CUDA device arrays through the CUDA engine, in place on `stream`.");
+  m.def(
+      "gemm_cuda_scales_on_device",
+      [](const CudaArray& a, const CudaArray& b, const std::optional<CudaArray>& c, CudaOut& out,
+         const CudaArray& a_scales, const CudaArray& b_scales, GemmOptions options,
+         std::uintptr_t stream) {
+        options.device = "cuda";
+        options.threads = 0;
+        run_gemm_cuda_scales_on_device(a, b, c, out, a_scales, b_scales, options, stream);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("out"), nb::arg("a_scales"),
+      nb::arg("b_scales"), nb::arg("options"), nb::arg("stream"),
+      "gemm_cuda with float32 scales on the device (quantize_cuda_deferred's), taken as they "
+      "are, without waiting for the device.");
   m.def("cublaslt_plan",
         [](const std::string& gpu, int m, int n, int k, const std::string& out, bool fast,
            const std::string& scale, bool bias) {

@@ -188,6 +188,7 @@ struct DeviceEpilogue {
   int scales = 0;
   const float* sa = nullptr;    // host: 1 (tensor) or M (row) values
   const float* sb = nullptr;    // host: 1 or N values
+  bool scales_on_device = false;  // sa and sb are device memory (read there: no upload)
   const float* bias = nullptr;  // host: N values, or null
   DeviceFormat out_type;
   bool out_fp32 = true;

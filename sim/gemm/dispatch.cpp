@@ -29,6 +29,7 @@
 #include "gemm/gemm_path.hpp"
 #include "gemm/gemm_split.hpp"
 #include "gemm/resident_block_scales.hpp"
+#include "scaling/device_quantize.hpp"
 
 namespace fp8sim {
 namespace {
@@ -248,6 +249,63 @@ bool gemm_codes_on_device(const GemmSpec& s, int M, int N, int K,
   return true;
 }
 
+// gemm_resident's checks of a GEMM with outputs, before any route: formats of at most 8
+// bits, the scales' and the bias's sizes.
+void check_resident(const GemmSpec& s, int M, int N, int K, std::size_t sa, std::size_t sb,
+                    std::size_t bias) {
+  for (const FormatSpec* f : {&s.a_format, &s.b_format})
+    if (total_bits(*f) > 8)
+      throw std::invalid_argument(fmt::format(
+          "format {} has {} bits: 8-bit codes cannot hold it", f->name, total_bits(*f)));
+  const ScaleShapes sh = scale_shapes(s, M, N, K);
+  if (s.scaling != Scaling::none &&
+      (sa != sh.a_rows * sh.a_cols || sb != sh.b_rows * sh.b_cols))
+    throw std::invalid_argument(fmt::format(
+        "scales: A has {} and B {} elements, expected {} and {}", sa, sb,
+        sh.a_rows * sh.a_cols, sh.b_rows * sh.b_cols));
+  if (bias != 0 && bias != std::size_t(N))
+    throw std::invalid_argument(fmt::format("bias has {} values, expected N = {}", bias, N));
+}
+
+// The library GEMM (gemm_split.hpp) on the device: each split-K slice read in place by the
+// CUDA engine, its fp32 result written into D (the first) or a scratch buffer added into D
+// in slice order, then the epilogue in place (reduce_slices' and apply_epilogue's operations).
+// scales_on_device: sa and sb are device memory, read by the epilogue there (the slices then
+// carry none: epilogue scales, or none at all).
+void library_on_device(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A,
+                       const std::uint8_t* B, const float* C, std::span<const float> sa,
+                       std::span<const float> sb, float* D, void* stream, int device,
+                       std::span<const float> bias, bool scales_on_device) {
+  const std::size_t outputs = std::size_t(M) * N;
+  const GemmSpec in = slice_spec(s);
+  const std::vector<KSliceCut> cuts = split_k_slices(s, padded_k(s, K), sa, sb);
+  DeviceBlock part;  // read by the epilogues queued on `stream`
+  if (cuts.size() > 1) part.p = device_pool_malloc(outputs * sizeof(float), device);
+  part.stream = stream;
+  DeviceEpilogue e;
+  e.M = M;
+  e.N = N;
+  for (const KSliceCut& cut : cuts) {
+    float* out = cut.k0 == 0 ? D : static_cast<float*>(part.p);
+    resident_on_device(in, M, N, K, cut.k0, cut.len, std::max(0, std::min(cut.len, K - cut.k0)),
+                       A, B, cut.k0 == 0 ? C : nullptr, cut.sa, cut.sb, out, stream, device);
+    if (cut.k0 > 0) {
+      e.part = out;
+      run_device_epilogue(e, D, stream, device);
+    }
+  }
+  e.part = nullptr;
+  e.finish = true;
+  e.scales = !epilogue_scales(s) ? 0 : s.scaling == Scaling::tensor ? 1 : 2;
+  e.scales_on_device = scales_on_device;
+  e.sa = sa.data();
+  e.sb = sb.data();
+  e.bias = bias.empty() ? nullptr : bias.data();
+  e.out_type = device_format(s.out_type);
+  e.out_fp32 = s.out_type.mantissa_bits == 23;
+  run_device_epilogue(e, D, stream, device);
+}
+
 }  // namespace
 
 void gemm(const GemmSpec& s, int M, int N, int K, std::span<const std::uint8_t> A,
@@ -271,18 +329,7 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
                    int device, std::span<const float> bias) {
   validate(s, M, N, K);
   if (M == 0 || N == 0) return;  // an empty D: no kernel to launch
-  for (const FormatSpec* f : {&s.a_format, &s.b_format})
-    if (total_bits(*f) > 8)
-      throw std::invalid_argument(fmt::format(
-          "format {} has {} bits: 8-bit codes cannot hold it", f->name, total_bits(*f)));
-  const ScaleShapes sh = scale_shapes(s, M, N, K);
-  if (s.scaling != Scaling::none &&
-      (sa.size() != sh.a_rows * sh.a_cols || sb.size() != sh.b_rows * sh.b_cols))
-    throw std::invalid_argument(fmt::format(
-        "scales: A has {} and B {} elements, expected {} and {}", sa.size(), sb.size(),
-        sh.a_rows * sh.a_cols, sh.b_rows * sh.b_cols));
-  if (!bias.empty() && bias.size() != std::size_t(N))
-    throw std::invalid_argument(fmt::format("bias has {} values, expected N = {}", bias.size(), N));
+  check_resident(s, M, N, K, sa.size(), sb.size(), bias.size());
   const std::size_t outputs = std::size_t(M) * N;
   if (s.model.block_scale) {
     // Scales inside the MMA on group sums: the CUDA engine's group-sum step reads the codes in
@@ -322,38 +369,37 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
     copy_device(D, d.data(), outputs * sizeof(float), true, stream, device);
     return;
   }
-  const int Kp = padded_k(s, K);  // a kernel's masked K tail: zeros past K
-  if (!needs_library_gemm(s, !bias.empty()))
-    return resident_on_device(s, M, N, K, 0, Kp, K, A, B, C, sa, sb, D, stream, device);
-  // The library GEMM (gemm_split.hpp) on the device: each split-K slice read in place by the
-  // CUDA engine, its fp32 result written into D (the first) or a scratch buffer added into D
-  // in slice order, then the epilogue in place (reduce_slices' and apply_epilogue's operations).
-  const GemmSpec in = slice_spec(s);
-  const std::vector<KSliceCut> cuts = split_k_slices(s, Kp, sa, sb);
-  DeviceBlock part;  // read by the epilogues queued on `stream`
-  if (cuts.size() > 1) part.p = device_pool_malloc(outputs * sizeof(float), device);
-  part.stream = stream;
-  DeviceEpilogue e;
-  e.M = M;
-  e.N = N;
-  for (const KSliceCut& cut : cuts) {
-    float* out = cut.k0 == 0 ? D : static_cast<float*>(part.p);
-    resident_on_device(in, M, N, K, cut.k0, cut.len, std::max(0, std::min(cut.len, K - cut.k0)),
-                       A, B, cut.k0 == 0 ? C : nullptr, cut.sa, cut.sb, out, stream, device);
-    if (cut.k0 > 0) {
-      e.part = out;
-      run_device_epilogue(e, D, stream, device);
-    }
+  if (!needs_library_gemm(s, !bias.empty()))  // a kernel's masked K tail: zeros past K
+    return resident_on_device(s, M, N, K, 0, padded_k(s, K), K, A, B, C, sa, sb, D, stream,
+                              device);
+  library_on_device(s, M, N, K, A, B, C, sa, sb, D, stream, device, bias, false);
+}
+
+void gemm_resident_scales_on_device(const GemmSpec& s, int M, int N, int K,
+                                    const std::uint8_t* A, const std::uint8_t* B,
+                                    const float* C, std::span<const float> sa,
+                                    std::span<const float> sb, float* D, void* stream,
+                                    int device) {
+  validate(s, M, N, K);
+  if (M == 0 || N == 0) return;
+  check_resident(s, M, N, K, sa.size(), sb.size(), 0);
+  // Where the host reads the scales (a block-scaled model's routes, split-K slices cutting
+  // block scales into columns): they come down once and gemm_resident takes them.
+  const bool sliced = s.split_k > 1 && !epilogue_scales(s) && s.scaling != Scaling::none;
+  if (s.model.block_scale || sliced) {
+    check_deferred_quantisations(true);  // a quantisation's bad element before its NaN scales
+    std::vector<float> ha(sa.size()), hb(sb.size());
+    copy_device(ha.data(), sa.data(), ha.size() * sizeof(float), false, stream, device);
+    copy_device(hb.data(), sb.data(), hb.size() * sizeof(float), false, stream, device);
+    return gemm_resident(s, M, N, K, A, B, C, ha, hb, D, stream, device);
   }
-  e.part = nullptr;
-  e.finish = true;
-  e.scales = !epilogue_scales(s) ? 0 : s.scaling == Scaling::tensor ? 1 : 2;
-  e.sa = sa.data();
-  e.sb = sb.data();
-  e.bias = bias.empty() ? nullptr : bias.data();
-  e.out_type = device_format(s.out_type);
-  e.out_fp32 = s.out_type.mantissa_bits == 23;
-  run_device_epilogue(e, D, stream, device);
+  if (!needs_library_gemm(s, false)) {
+    DeviceLaunch base;
+    base.scales_on_device = true;
+    return resident_on_device(s, M, N, K, 0, padded_k(s, K), K, A, B, C, sa, sb, D, stream,
+                              device, base);
+  }
+  library_on_device(s, M, N, K, A, B, C, sa, sb, D, stream, device, {}, true);
 }
 
 }  // namespace fp8sim

@@ -149,6 +149,17 @@ void gemm_resident(const GemmSpec& s, int M, int N, int K, const std::uint8_t* A
                    std::span<const float> sb, float* D, void* stream = nullptr,
                    int device = -1, std::span<const float> bias = {});
 
+// gemm_resident with scales in CUDA device memory too (sa, sb: spans over device memory on
+// `device`), as quantise_resident_deferred leaves them: taken as they are (not checked: a
+// NaN scale makes its outputs NaN), and the host does not wait for the device. Where the
+// host must read the scales (a block-scaled model's routes, split-K slices of block scales)
+// they come down once (the host waits then) and gemm_resident runs. No bias.
+void gemm_resident_scales_on_device(const GemmSpec& s, int M, int N, int K,
+                                    const std::uint8_t* A, const std::uint8_t* B,
+                                    const float* C, std::span<const float> sa,
+                                    std::span<const float> sb, float* D, void* stream,
+                                    int device);
+
 // T independent dot products: D[t] = dot(A row t, B row t) through the same engine, with C[t]
 // (may be empty) entering the first chunk. A and B both have T rows and K columns. Scales
 // are per row of A and B: tensor/row: sa[T], sb[T]; block/mx: sa[T][K/g], sb[T][K/g] (for

@@ -44,6 +44,15 @@ struct DeviceQuantiseJob {
   const DeviceEncodeTable* table = nullptr; // the element format's rounding (host memory)
   unsigned char* codes = nullptr;
   bool count = true;                        // count the saturated elements
+  // Deferred (one-level scales, no count, a stream of the caller's): `scales` is device
+  // memory in the layout gemm() takes (one row a row group: one for a tensor scale, one per
+  // nc rows of B's blocks), written there and not downloaded, and the host does not wait at
+  // all. An element
+  // that is not finite makes every scale NaN (so that every output of a GEMM that reads them
+  // is NaN), the codes are written all the same, and the element is reported by a deferred
+  // check (defer_bad_element) that check_deferred_quantisations reads later.
+  bool deferred = false;
+  const char* what = "x";                   // the operand's name in that report
 };
 
 struct DeviceQuantiseResult {
@@ -66,5 +75,11 @@ struct DeviceQuantiseResult {
 // are not written at all where an element is not finite.
 DeviceQuantiseResult run_device_quantise(const DeviceQuantiseJob& job,
                                          const DeviceLaunch& launch = {});
+
+// The deferred quantisations' reports (DeviceQuantiseJob::deferred): each one whose device
+// work has finished (wait: every one, waiting for them) is read and dropped; the first that
+// found an element that is not finite throws std::invalid_argument, "<what>: value at index
+// <i> is <v>" and where it was found. Cheap where none is pending (no CUDA call).
+void check_deferred_quantisations(bool wait);
 
 }  // namespace fp8sim

@@ -116,13 +116,36 @@ const DeviceScaleRule& scale_rule_of(const FormatSpec& f) {
 
 }  // namespace
 
+namespace {
+
+// The job of quantise_resident (and its deferred form) up to its scales' memory.
+DeviceQuantiseJob resident_job(const ScaleGroups& g, const ScalingSpec& s, const FormatSpec& f,
+                               int T, int K, const void* x, bool x_double, int tensor_rows,
+                               std::uint8_t* codes) {
+  DeviceQuantiseJob job;
+  job.table = &encode_table_of(f);
+  job.x = x;
+  job.x_double = x_double;
+  job.T = T;
+  job.K = K;
+  // Without scales, one group over the whole operand still finds the values that are not finite.
+  job.groups = g.cols == 0 ? DeviceScaleGroups{std::max(T, 1), K, 1}
+                           : DeviceScaleGroups{g.rows_per, g.width, g.cols};
+  job.layout = DeviceScaleLayout{T, g.rows_per, g.cols, tensor_rows, s.encoding};
+  job.rule = &scale_rule_of(f);
+  job.nc = s.nc;
+  job.codes = codes;
+  return job;
+}
+
+}  // namespace
+
 QuantisedOperand quantise_resident(const ScalingSpec& s, OperandRole role, const FormatSpec& f,
                                    int T, int K, const void* x, bool x_double, int tensor_rows,
                                    std::uint8_t* codes, void* stream, int device,
                                    bool count_saturated) {
-  DeviceQuantiseJob job;
-  job.table = &encode_table_of(f);
   const ScaleGroups g = scale_groups(s, role, T, K, tensor_rows);
+  DeviceQuantiseJob job = resident_job(g, s, f, T, K, x, x_double, tensor_rows, codes);
   DeviceLaunch launch;
   launch.stream = stream;
   launch.device = device;
@@ -132,19 +155,8 @@ QuantisedOperand quantise_resident(const ScalingSpec& s, OperandRole role, const
   q.scale_cols = g.cols;
   q.scales.resize(static_cast<std::size_t>(T) * g.cols);
   if (s.encoding == ScaleEncoding::ue4m3) q.tensor_scales.resize(T);
-  job.x = x;
-  job.x_double = x_double;
-  job.T = T;
-  job.K = K;
-  // Without scales, one group over the whole operand still finds the values that are not finite.
-  job.groups = g.cols == 0 ? DeviceScaleGroups{std::max(T, 1), K, 1}
-                           : DeviceScaleGroups{g.rows_per, g.width, g.cols};
   job.scales = g.cols == 0 ? nullptr : q.scales.data();
   job.tensor_scales = q.tensor_scales.empty() ? nullptr : q.tensor_scales.data();
-  job.layout = DeviceScaleLayout{T, g.rows_per, g.cols, tensor_rows, s.encoding};
-  job.rule = &scale_rule_of(f);
-  job.nc = s.nc;
-  job.codes = codes;
   job.count = count_saturated;
   const DeviceQuantiseResult r = run_device_quantise(job, launch);
   if (r.first_bad >= 0) {
@@ -161,6 +173,30 @@ QuantisedOperand quantise_resident(const ScalingSpec& s, OperandRole role, const
   }
   q.saturated = r.saturated;
   return q;
+}
+
+void quantise_resident_deferred(const ScalingSpec& s, OperandRole role, const FormatSpec& f,
+                                int T, int K, const void* x, bool x_double,
+                                std::uint8_t* codes, float* scales, void* stream, int device) {
+  check_deferred_quantisations(false);  // an earlier one's report first
+  if (s.encoding == ScaleEncoding::ue4m3)
+    throw std::invalid_argument(
+        "quantize on CUDA, deferred: two levels of scales (block scales under a tensor scale) "
+        "are not deferred");
+  const ScaleGroups g = scale_groups(s, role, T, K, std::max(T, 1));
+  if (g.cols == 0)
+    throw std::invalid_argument(
+        "quantize on CUDA, deferred: scaling none has no scales to carry a bad element's NaN");
+  if (stream == nullptr)
+    throw std::invalid_argument("quantize on CUDA, deferred: needs a stream of the caller's");
+  DeviceQuantiseJob job = resident_job(g, s, f, T, K, x, x_double, std::max(T, 1), codes);
+  job.scales = scales;
+  job.count = false;
+  job.deferred = true;
+  DeviceLaunch launch;
+  launch.stream = stream;
+  launch.device = device;
+  run_device_quantise(job, launch);
 }
 
 }  // namespace fp8sim

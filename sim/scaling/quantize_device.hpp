@@ -37,4 +37,16 @@ QuantisedOperand quantise_resident(const ScalingSpec& s, OperandRole role, const
                                    std::uint8_t* codes, void* stream = nullptr, int device = -1,
                                    bool count_saturated = true);
 
+// quantise_resident for a GEMM that reads the scales on the device (fp8sim.torch's operands):
+// one level of scales, all rows under one tensor scale, written into `scales` (device memory,
+// gemm_scale_shape's rows x cols floats), and the host does not wait for the device at all.
+// An element that is not finite is not thrown here: every scale becomes NaN (so is every
+// output of a GEMM that reads them) and the element is reported by
+// check_deferred_quantisations, which this call runs first (without waiting) for the earlier
+// ones. Throws std::invalid_argument for what it cannot defer: two-level scales, no scales,
+// no stream of the caller's.
+void quantise_resident_deferred(const ScalingSpec& s, OperandRole role, const FormatSpec& f,
+                                int T, int K, const void* x, bool x_double,
+                                std::uint8_t* codes, float* scales, void* stream, int device);
+
 }  // namespace fp8sim

@@ -167,11 +167,12 @@ def test_scaled_mm_and_float8_linear_on_cuda_match_cpu(rng):
     assert torch.equal(cpu.weight.grad, gpu.weight.grad.cpu())
 
 
-@pytest.mark.parametrize("name", ["fast-accum", "frac10", "tensor", "deepseek-v3"])
+@pytest.mark.parametrize("name", ["fast-accum", "frac10", "tensor", "deepseek-v3", "mxfp8"])
 def test_float8_linear_recipes_on_cuda_match_cpu_and_are_timed(rng, name):
-    """Eager CUDA Float8Linear calls the library directly (host scales; tensor scales in
-    cuBLASLt's order applied by the library's epilogue on the device): the CPU's bits in Fprop,
-    Dgrad and Wgrad; timed() sees the CUDA engine's kernels there and none on the CPU."""
+    """Eager CUDA Float8Linear calls the library directly (codes and scales left on the GPU;
+    tensor scales in cuBLASLt's order applied by the library's epilogue there; mxfp8's scales
+    downloaded for the engine's host route): the CPU's bits in Fprop, Dgrad and Wgrad; timed()
+    sees the CUDA engine's kernels there and none on the CPU."""
     g = ft.GemmRecipe(promote_every=128)
     r = {"tensor": ft.Recipe("tensor", g, g, g),
          "frac10": ft.with_model(ft.recipe("fast-accum"), "custom:group=32,frac=10,out=11", 0),
@@ -270,6 +271,18 @@ def check_quantize_cuda(x, fmt, scaling, role, tensor_rows, where):
             if same.tensor_scales is not None:
                 np.testing.assert_array_equal(fast.tensor_scales.view(np.uint32),
                                               same.tensor_scales.view(np.uint32), err_msg=where)
+    # fp8sim.torch's operands, quantised without waiting for the GPU: one level of scales,
+    # all rows under one tensor scale, codes and scales left on the device.
+    if fp8sim._core.gemm_scaling(scaling) == "none" or \
+            fp8sim._core.scaling_is_two_level(scaling):
+        return
+    same = fp8sim.quantize(x64, fmt, scaling, role=role)
+    with torch.cuda.stream(side_stream()):
+        c, sc = fp8sim._quantize_cuda_deferred(x.cuda(), fmt, scaling, role)
+        c, sc = c.cpu().numpy(), sc.cpu().numpy()
+    np.testing.assert_array_equal(c, same.codes, err_msg=where + " deferred")
+    np.testing.assert_array_equal(sc.view(np.uint32), same.scales.view(np.uint32),
+                                  err_msg=where + " deferred")
 
 
 _side = []
@@ -420,6 +433,82 @@ def test_quantize_on_cuda_refuses_bad_input_in_one_line():
         fp8sim.quantize(torch.ones(4, 200, device="cuda"), "e4m3", "tile128")
     codes, scales = torch.ops.fp8sim.quantize(torch.ones(3, 32, device="cuda"))
     assert codes.is_cuda and scales.is_cuda
+
+
+def test_deferred_quantisation_reports_a_bad_value_later():
+    """fp8sim.torch's quantisation that does not wait for the GPU: a value that is not finite
+    makes every scale NaN (so every output of a GEMM reading them), is raised once by the
+    next check (one line, the index and value), and a later quantisation raises it too."""
+    fp8sim._core.check_deferred(True)
+    for bad, text in ((float("nan"), "nan"), (float("-inf"), "-inf")):
+        x = torch.ones(4, 256, device="cuda")
+        x[2, 7] = bad
+        with torch.cuda.stream(side_stream()):
+            c, sc = fp8sim._quantize_cuda_deferred(x, "e4m3", "tensor", "a")  # no raise
+            w, sw = fp8sim._quantize_cuda_deferred(torch.ones(8, 256, device="cuda"), "e4m3",
+                                                   "tensor", "b")
+            d = fp8sim._gemm_cuda_scales_on_device(c, w, sc, sw, scaling="tensor",
+                                                   kernel="cublaslt")
+            assert torch.isnan(sc).all() and not torch.isnan(sw).any()
+            assert torch.isnan(d).all() and d.shape == (4, 8)
+        want = rf"^x: value at index 519 is {re.escape(text)} \(found on the GPU after the " \
+               r"quantisation returned; every output of the GEMMs that read it is NaN\)$"
+        with pytest.raises(ValueError, match=want):
+            fp8sim._core.check_deferred(True)
+        fp8sim._core.check_deferred(True)  # reported once
+    x = torch.ones(4, 256, device="cuda")
+    x[0, 3] = float("inf")
+    with torch.cuda.stream(side_stream()):
+        fp8sim._quantize_cuda_deferred(x, "e5m2", "block128", "a")
+        side_stream().synchronize()
+        with pytest.raises(ValueError, match=r"^x: value at index 3 is inf "):
+            fp8sim._quantize_cuda_deferred(torch.ones(4, 256, device="cuda"), "e5m2", "tensor",
+                                           "a")
+    # Float8Linear: the error at the end of a timed block at the latest, the outputs NaN.
+    lin = ft.Float8Linear(256, 128, recipe="fast-accum").cuda()
+    x = torch.ones(16, 256, device="cuda")
+    x[1, 1] = float("nan")
+    with pytest.raises(ValueError, match=r"^x: value at index 257 is nan \(found on the GPU"):
+        with ft.timed():
+            y = lin(x)
+    assert torch.isnan(y).all()
+    with pytest.raises(ValueError, match="two levels of scales"):
+        fp8sim._quantize_cuda_deferred(torch.ones(4, 256, device="cuda"), "e2m1", "nvfp4", "a")
+    with pytest.raises(ValueError, match="scaling none has no scales"):
+        fp8sim._quantize_cuda_deferred(torch.ones(4, 256, device="cuda"), "e4m3", "none", "a")
+
+
+DEVICE_SCALE_GEMMS = [  # (scaling for A and B, roles' scalings, gemm keywords)
+    ("tensor", dict(kernel="cublaslt-fast-accum")),
+    ("tensor", dict(kernel="cublaslt", split_k=3)),
+    ("row", dict(model="hopper-wgmma", promote_every=128, scale_order="cublaslt")),
+    ("row", dict(model="hopper-wgmma", promote_every=0, scale_order="deepgemm", split_k=2)),
+    ("block128", dict(model="hopper-wgmma", promote_every=128, scale_order="deepgemm")),
+    ("block128", dict(kernel="deepgemm")),
+    ("block128", dict(model="hopper-wgmma", promote_every=128, split_k=2,
+                      split_k_align=512)),
+    ("mx", dict(model="mxf8f6f4")),
+]
+
+
+@pytest.mark.parametrize("scaling,kw", DEVICE_SCALE_GEMMS,
+                         ids=lambda v: v if isinstance(v, str) else ",".join(
+                             f"{k}={x}" for k, x in v.items()))
+def test_gemm_with_scales_on_the_device_gives_host_scales_bits(rng, scaling, kw):
+    """fp8sim.torch's GEMM of operands quantised on the GPU, the scales read there (or, where
+    the engine reads them on the host, downloaded once): the bits of fp8sim.gemm with the same
+    scales from the host, on the CPU engine."""
+    M, N, K = 96, 80, 1024
+    x = torch.from_numpy(rng.normal(scale=3.0, size=(M, K))).float().cuda()
+    w = torch.from_numpy(rng.normal(size=(N, K))).float().cuda()
+    with torch.cuda.stream(side_stream()):
+        ca, sa = fp8sim._quantize_cuda_deferred(x, "e4m3", scaling, "a")
+        cb, sb = fp8sim._quantize_cuda_deferred(w, "e4m3", scaling, "b")
+        got = fp8sim._gemm_cuda_scales_on_device(ca, cb, sa, sb, scaling=scaling, **kw)
+        got = got.cpu().numpy()
+    want = fp8sim.gemm(ca.cpu().numpy(), cb.cpu().numpy(), a_scales=sa.cpu().numpy(),
+                       b_scales=sb.cpu().numpy(), scaling=scaling, **kw)
+    assert same_bits(got, want)
 
 
 @pytest.mark.parametrize("fmt", ["e4m3", "e5m2", "e4m3fnuz", "e2m1", "ue8m0"])
