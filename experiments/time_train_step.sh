@@ -81,7 +81,10 @@ out = sys.argv[1]
 for tree in ("base", "this"):
     for r in csv.DictReader(open(f"{out}/{tree}/train_time.csv")):
         n = int(r["steps"])
-        print(f"{tree:4s} {r['config']:12s} {float(r['step_s']) / n:.4f} s/step, GEMM kernels "
+        first = float(r.get("first_step_s") or "nan")  # older trees do not record it
+        later = (float(r["step_s"]) - first) / (n - 1) if n > 1 else float("nan")
+        print(f"{tree:4s} {r['config']:12s} {float(r['step_s']) / n:.4f} s/step ({later:.4f} "
+              f"after the first), GEMM kernels "
               f"{float(r['kernel_s']) / n:.4f} s/step, in GEMM calls {float(r['gemm_s']) / n:.4f}, "
               f"quantising {float(r['quantize_s']) / n:.4f} ({r['quantize_calls']} calls)")
 EOF

@@ -252,9 +252,9 @@ void quantize_cuda_deferred(const CudaArray& x, nb::ndarray<std::uint8_t, nb::de
     throw std::invalid_argument(
         fmt::format("codes: expected a C-contiguous ({}, {}) uint8 array", T, K));
   const ScaleShape sh = gemm_scale_shape(s, r, int(T), int(K), 0);
-  if (scales.ndim() != 2 || scales.shape(0) != std::size_t(sh.rows) ||
+  if (sh.cols > 0 && (scales.ndim() != 2 || scales.shape(0) != std::size_t(sh.rows) ||
       scales.shape(1) != std::size_t(sh.cols) || scales.stride(0) != std::int64_t(sh.cols) ||
-      (sh.cols > 1 && scales.stride(1) != 1))
+      (sh.cols > 1 && scales.stride(1) != 1)))  // none: refused below, by name
     throw std::invalid_argument(fmt::format(
         "scales: expected a C-contiguous ({}, {}) float32 array", sh.rows, sh.cols));
   for (const int id : {int(codes.device_id()), int(scales.device_id())})

@@ -444,9 +444,9 @@ def test_deferred_quantisation_reports_a_bad_value_later():
         x = torch.ones(4, 256, device="cuda")
         x[2, 7] = bad
         with torch.cuda.stream(side_stream()):
-            c, sc = fp8sim._quantize_cuda_deferred(x, "e4m3", "tensor", "a")  # no raise
             w, sw = fp8sim._quantize_cuda_deferred(torch.ones(8, 256, device="cuda"), "e4m3",
                                                    "tensor", "b")
+            c, sc = fp8sim._quantize_cuda_deferred(x, "e4m3", "tensor", "a")  # no raise
             d = fp8sim._gemm_cuda_scales_on_device(c, w, sc, sw, scaling="tensor",
                                                    kernel="cublaslt")
             assert torch.isnan(sc).all() and not torch.isnan(sw).any()
@@ -464,14 +464,14 @@ def test_deferred_quantisation_reports_a_bad_value_later():
         with pytest.raises(ValueError, match=r"^x: value at index 3 is inf "):
             fp8sim._quantize_cuda_deferred(torch.ones(4, 256, device="cuda"), "e5m2", "tensor",
                                            "a")
-    # Float8Linear: the error at the end of a timed block at the latest, the outputs NaN.
+    # Float8Linear: the error by the end of a timed block at the latest (at the weight's
+    # quantisation already where the GPU has got there by then).
     lin = ft.Float8Linear(256, 128, recipe="fast-accum").cuda()
     x = torch.ones(16, 256, device="cuda")
     x[1, 1] = float("nan")
     with pytest.raises(ValueError, match=r"^x: value at index 257 is nan \(found on the GPU"):
         with ft.timed():
-            y = lin(x)
-    assert torch.isnan(y).all()
+            lin(x)
     with pytest.raises(ValueError, match="two levels of scales"):
         fp8sim._quantize_cuda_deferred(torch.ones(4, 256, device="cuda"), "e2m1", "nvfp4", "a")
     with pytest.raises(ValueError, match="scaling none has no scales"):
@@ -484,7 +484,7 @@ DEVICE_SCALE_GEMMS = [  # (scaling for A and B, roles' scalings, gemm keywords)
     ("row", dict(model="hopper-wgmma", promote_every=128, scale_order="cublaslt")),
     ("row", dict(model="hopper-wgmma", promote_every=0, scale_order="deepgemm", split_k=2)),
     ("block128", dict(model="hopper-wgmma", promote_every=128, scale_order="deepgemm")),
-    ("block128", dict(kernel="deepgemm")),
+    ("block128", dict(kernel="deepgemm-sm90-1d2d")),
     ("block128", dict(model="hopper-wgmma", promote_every=128, split_k=2,
                       split_k_align=512)),
     ("mx", dict(model="mxf8f6f4")),
