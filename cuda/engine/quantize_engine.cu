@@ -11,7 +11,6 @@
 #include <cstddef>
 #include <cstring>
 #include <stdexcept>
-#include <type_traits>
 
 #include "engine/deferred_checks.cuh"
 #include "engine/device_memory.cuh"
@@ -117,31 +116,6 @@ __global__ void scales_kernel(const double* amax, const float* tensor_scales, De
     scales[i] = nan ? __int_as_float(0x7fc00000) : scale_at(amax, tensor_scales, l, *rule, i);
 }
 
-// The code of q = RN32(x / s) for float x and s (q's sign: x's), by the table's values as
-// floats (fv: exact, as are the midpoints of neighbours); -1 where it may differ from the
-// code of x / s itself: q exactly a midpoint or the largest value (a tie, or a saturation,
-// that the rounding to float may have made), q 0 for x not 0 (an underflow), q not finite.
-// Elsewhere the rounding to float cannot cross a value or a midpoint of the format (both
-// floats), so q and x / s round to the same code.
-__device__ __forceinline__ int float_table_encode(float q, float x, const DeviceEncodeTable& e,
-                                                  const float* fv) {
-  const bool neg = signbit(q);
-  const float a = fabsf(q), top = fv[e.n - 1];
-  if (a == 0.0f) return x == 0.0f ? (neg ? e.zero_neg : e.zero_pos) : -1;
-  if (!(a < top)) return a > top && isfinite(a) ? (neg ? e.over_neg : e.over) : -1;
-  int lo = 0, hi = e.n - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (fv[mid] <= a) lo = mid;
-    else hi = mid - 1;
-  }
-  if (fv[lo] == a) return neg ? e.neg[lo] : e.pos[lo];
-  const float midpoint = 0.5f * (fv[lo] + fv[lo + 1]);
-  if (a == midpoint) return -1;
-  const int j = a < midpoint ? lo : lo + 1;
-  return neg ? e.neg[j] : e.pos[j];
-}
-
 // scales null: every element's scale is its tensor scale (or 1); scales' row of x's row t:
 // t / scale_rows_per. Writes nothing where an
 // element is not finite (*bad < T * K), except deferred (bad_value set): then every code is
@@ -154,7 +128,6 @@ __global__ void encode_kernel(const X* x, int T, int K, const float* scales, int
                               unsigned long long* saturated, unsigned long long* bad_value) {
   static_assert(sizeof(DeviceEncodeTable) % 4 == 0, "copied in 4-byte words");
   __shared__ alignas(8) int words[sizeof(DeviceEncodeTable) / 4];
-  __shared__ float fv[sizeof(DeviceEncodeTable::value) / sizeof(double)];  // as floats (exact)
   const std::size_t n = std::size_t(T) * K;
   const unsigned long long first_bad = *bad;
   if (first_bad < n && bad_value == nullptr) return;
@@ -162,13 +135,6 @@ __global__ void encode_kernel(const X* x, int T, int K, const float* scales, int
     words[i] = reinterpret_cast<const int*>(table)[i];
   __syncthreads();
   const DeviceEncodeTable& e = *reinterpret_cast<const DeviceEncodeTable*>(words);
-  for (int i = threadIdx.x; i < e.n; i += blockDim.x) fv[i] = static_cast<float>(e.value[i]);
-  __syncthreads();
-  // float x with one level of scales (float too): x / s rounded to float, one FP32 division,
-  // and the table searched in floats, where that gives x / s's own code (float_table_encode);
-  // else, and for float64 x, one double division.
-  constexpr bool kFloat = std::is_same<X, float>::value;
-  const bool float_quotient = kFloat && tensor_scales == nullptr;
   const double top = e.value[e.n - 1];
   unsigned long long over = 0;
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
@@ -176,21 +142,11 @@ __global__ void encode_kernel(const X* x, int T, int K, const float* scales, int
     const std::size_t t = i / K;
     const int k = static_cast<int>(i % K);
     const std::size_t row = scale_rows_per == 1 ? t : t / scale_rows_per;
-    const float scale = scales ? scales[row * cols + (cols == 1 ? 0 : k / nc)] : 1.0f;
-    if (i == first_bad)
-      *bad_value = static_cast<unsigned long long>(__double_as_longlong(load(x, i)));
-    if (float_quotient) {
-      const float xf = static_cast<float>(x[i]);
-      const float q = __fdiv_rn(xf, scale);
-      const int code = float_table_encode(q, xf, e, fv);
-      if (code >= 0) {
-        if (fabsf(q) > fv[e.n - 1]) ++over;
-        codes[i] = static_cast<unsigned char>(code);
-        continue;
-      }
-    }
-    const double s = (tensor_scales ? double(tensor_scales[t]) : 1.0) * double(scale);
-    const double v = load(x, i) / s;
+    const double s = (tensor_scales ? double(tensor_scales[t]) : 1.0) *
+                     (scales ? double(scales[row * cols + (cols == 1 ? 0 : k / nc)]) : 1.0);
+    const double xi = load(x, i);
+    if (i == first_bad) *bad_value = static_cast<unsigned long long>(__double_as_longlong(xi));
+    const double v = xi / s;
     if (fabs(v) > top) ++over;
     codes[i] = table_encode(v, e);
   }
