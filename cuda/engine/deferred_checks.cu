@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/device_memory.cuh"
-#include "scaling/device_quantize.hpp"
+#include "gemm/device_gemm.hpp"
 
 namespace fp8sim {
 namespace gpu {

@@ -1,7 +1,7 @@
 // deferred_checks: reports the device gives after the host has moved on (a deferred
 // quantisation's first element that is not finite, DeviceQuantiseJob::deferred): two device
 // words copied, in stream order, into pinned host memory, an event recorded after them, and
-// read by check_deferred_quantisations (sim/scaling/device_quantize.hpp) once it has passed.
+// read by check_deferred_quantisations (sim/gemm/device_gemm.hpp) once it has passed.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -39,9 +39,9 @@ class GemmTime:
     kernels then (a GEMM on CUDA tensors returns without waiting for its kernels where it has
     nothing to report). ``gemm_s``: wall time inside the GEMM calls (on the CPU the engine's
     whole work; on a GPU the engine's set-up and launches, and its wait where it synchronises:
-    a code check, host scales). ``quantize_s``: wall time inside the quantisations (on a GPU
-    they wait for the scales, which the GPU computes from its block maxima). ``macs``: M * N
-    * K summed over the GEMMs."""
+    a code check, scales the engine reads on the host). ``quantize_s``: wall time inside the
+    quantisations (on a GPU their launches: codes and scales stay there; a quantisation
+    without scales waits for them). ``macs``: M * N * K summed over the GEMMs."""
     gemm_calls: int = 0
     macs: int = 0
     kernel_s: float = 0.0

@@ -172,6 +172,14 @@ struct DeviceLaunch {
   bool codes_checked = false;
 };
 
+// The CUDA quantiser's deferred reports (scaling/device_quantize.hpp,
+// DeviceQuantiseJob::deferred): each one whose device work has finished (wait: every one,
+// waiting for them) is read and dropped; the first that found an element that is not finite
+// throws std::invalid_argument, "<what>: value at index <i> is <v>" and where it was found.
+// Cheap where none is pending (no CUDA call). Here, not with the quantiser, because a GEMM
+// that takes such scales to the host checks them first (gemm_resident_scales_on_device).
+void check_deferred_quantisations(bool wait);
+
 // Runs g on the current CUDA device. Throws std::runtime_error("fp8sim was built without
 // CUDA") in a build without CUDA, "no CUDA device" without a GPU.
 void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch = {});

@@ -29,7 +29,6 @@
 #include "gemm/gemm_path.hpp"
 #include "gemm/gemm_split.hpp"
 #include "gemm/resident_block_scales.hpp"
-#include "scaling/device_quantize.hpp"
 
 namespace fp8sim {
 namespace {

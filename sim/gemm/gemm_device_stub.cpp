@@ -2,13 +2,15 @@
 // copy_device_async, run_device_bands, find_bad_codes_on_device, device_sm_count,
 // run_device_epilogue, device_all_finite, check_scales_on_device, device_malloc,
 // device_free, device_pool_malloc, device_pool_free, device_kernel_seconds,
-// device_kernel_take, device_memory_peak) in a build without CUDA (linked instead of
-// cuda/engine/'s).
+// device_kernel_take, device_memory_peak, check_deferred_quantisations) in a build without
+// CUDA (linked instead of cuda/engine/'s).
 #include <stdexcept>
 
 #include "gemm/device_gemm.hpp"
 
 namespace fp8sim {
+
+void check_deferred_quantisations(bool) {}  // nothing can be pending without CUDA
 
 void run_device_gemm(const DeviceGemm&, const DeviceLaunch&) {
   throw std::runtime_error("device cuda: fp8sim was built without CUDA");

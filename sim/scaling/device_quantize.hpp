@@ -50,7 +50,7 @@ struct DeviceQuantiseJob {
   // all. An element
   // that is not finite makes every scale NaN (so that every output of a GEMM that reads them
   // is NaN), the codes are written all the same, and the element is reported by a deferred
-  // check (defer_bad_element) that check_deferred_quantisations reads later.
+  // check (defer_bad_element) that check_deferred_quantisations (device_gemm.hpp) reads later.
   bool deferred = false;
   const char* what = "x";                   // the operand's name in that report
 };
@@ -75,11 +75,5 @@ struct DeviceQuantiseResult {
 // are not written at all where an element is not finite.
 DeviceQuantiseResult run_device_quantise(const DeviceQuantiseJob& job,
                                          const DeviceLaunch& launch = {});
-
-// The deferred quantisations' reports (DeviceQuantiseJob::deferred): each one whose device
-// work has finished (wait: every one, waiting for them) is read and dropped; the first that
-// found an element that is not finite throws std::invalid_argument, "<what>: value at index
-// <i> is <v>" and where it was found. Cheap where none is pending (no CUDA call).
-void check_deferred_quantisations(bool wait);
 
 }  // namespace fp8sim

@@ -1,5 +1,5 @@
-// quantize_device_stub: the CUDA quantiser's entry points (run_device_quantise,
-// check_deferred_quantisations) in a build without CUDA (linked instead of cuda/engine/'s).
+// quantize_device_stub: the CUDA quantiser's entry point (run_device_quantise) in a build
+// without CUDA (linked instead of cuda/engine/'s).
 #include <stdexcept>
 
 #include "scaling/device_quantize.hpp"
@@ -9,7 +9,5 @@ namespace fp8sim {
 DeviceQuantiseResult run_device_quantise(const DeviceQuantiseJob&, const DeviceLaunch&) {
   throw std::runtime_error("device cuda: fp8sim was built without CUDA");
 }
-
-void check_deferred_quantisations(bool) {}  // nothing can be pending without CUDA
 
 }  // namespace fp8sim
