@@ -7,6 +7,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/device_memory.cuh"
@@ -20,18 +21,20 @@ constexpr std::size_t kDeferredSlots = 1024;
 
 struct Pending {
   cudaEvent_t done = nullptr;
+  int device = 0;  // the event's (made on a device, recorded on its streams only)
   std::size_t slot = 0, elements = 0;
   const char* what = "x";
 };
 
 // The pending reports in the order they were made, their pinned slots (two words each, made
-// on first use; portable: any device copies into them) and the free events and slots.
+// on first use; portable: any device copies into them), the free slots and each device's
+// free events.
 struct Registry {
   std::mutex mutex;
   std::deque<Pending> pending;
   unsigned long long* slots = nullptr;
   std::vector<std::size_t> free_slots;
-  std::vector<cudaEvent_t> free_events;
+  std::unordered_map<int, std::vector<cudaEvent_t>> free_events;
 };
 Registry& registry() {
   static Registry* r = new Registry;  // never destroyed: reports may be read at exit
@@ -52,7 +55,7 @@ std::string read(Registry& r, const Pending& p) {
               "the GEMMs that read it is NaN)";
   }
   r.free_slots.push_back(p.slot);
-  r.free_events.push_back(p.done);
+  r.free_events[p.device].push_back(p.done);
   return message;
 }
 
@@ -80,9 +83,11 @@ void defer_bad_element(const unsigned long long* words, std::size_t elements, co
   p.slot = r.free_slots.back();
   p.elements = elements;
   p.what = what;
-  if (!r.free_events.empty()) {
-    p.done = r.free_events.back();
-    r.free_events.pop_back();
+  p.device = current_device();  // st's (the quantiser's launch set it)
+  std::vector<cudaEvent_t>& events = r.free_events[p.device];
+  if (!events.empty()) {
+    p.done = events.back();
+    events.pop_back();
   } else {
     check(cudaEventCreateWithFlags(&p.done, cudaEventDisableTiming), "event");
   }
@@ -104,10 +109,7 @@ void check_deferred_quantisations(bool wait) {
       gpu::check(cudaEventSynchronize(it->done), "quantize kernels");
     } else {
       const cudaError_t e = cudaEventQuery(it->done);
-      if (e == cudaErrorNotReady) {
-        ++it;
-        continue;
-      }
+      if (e == cudaErrorNotReady) break;  // the later ones at a later check, in order
       gpu::check(e, "quantize kernels");
     }
     const std::string message = gpu::read(r, *it);

@@ -117,9 +117,9 @@ __global__ void scales_kernel(const double* amax, const float* tensor_scales, De
 }
 
 // scales null: every element's scale is its tensor scale (or 1); scales' row of x's row t:
-// t / scale_rows_per. Writes nothing where an
-// element is not finite (*bad < T * K), except deferred (bad_value set): then every code is
-// written and the first such element's bits (as a double) go into *bad_value.
+// t / scale_rows_per. Writes nothing where an element is not finite (*bad < T * K), except
+// deferred (bad_value set): then every code is written and the first such element's bits (as
+// a double) go into *bad_value.
 template <class X>
 __global__ void encode_kernel(const X* x, int T, int K, const float* scales, int cols, int nc,
                               int scale_rows_per, const float* tensor_scales,

@@ -200,18 +200,11 @@ nb::tuple quantize(const AnyArray& x, const std::string& format, const std::stri
   return nb::make_tuple(c, rest[0], rest[1], rest[2], rest[3], rest[4]);
 }
 
-// quantise_resident: x (T x K float32 or float64) and codes (T x K uint8, written) on one CUDA
-// device, on `stream`; returns scales_tuple's five.
-nb::tuple quantize_cuda(const CudaArray& x, nb::ndarray<std::uint8_t, nb::device::cuda> codes,
-                        const std::string& format, const std::string& scaling,
-                        const std::string& role, int tensor_rows, std::uintptr_t stream,
-                        bool count_saturated) {
-  const FormatSpec f = format_by_name(format);
-  const ScalingSpec s = scaling_by_name(scaling);
-  const OperandRole r = role_by_name(role);
-  if (tensor_rows < 0)
-    throw std::invalid_argument(
-        fmt::format("tensor_rows = {} is negative (0: all rows)", tensor_rows));
+using CudaCodes = nb::ndarray<std::uint8_t, nb::device::cuda>;
+
+// x (T x K float32 or float64) and codes (T x K uint8, C-contiguous) on one CUDA device, as
+// the CUDA quantiser takes them: x's view.
+View resident_operand(const CudaArray& x, const CudaCodes& codes) {
   const View v = view(x, "x", "", 2);
   if (v.descr != "<f4" && v.descr != "<f8")
     throw std::invalid_argument(fmt::format("x: expected dtype <f4 or <f8, got {}", v.descr));
@@ -223,6 +216,22 @@ nb::tuple quantize_cuda(const CudaArray& x, nb::ndarray<std::uint8_t, nb::device
   if (codes.device_id() != x.device_id())
     throw std::invalid_argument(fmt::format("codes: on CUDA device {}, x on device {}",
                                             codes.device_id(), x.device_id()));
+  return v;
+}
+
+// quantise_resident: x (T x K float32 or float64) and codes (T x K uint8, written) on one CUDA
+// device, on `stream`; returns scales_tuple's five.
+nb::tuple quantize_cuda(const CudaArray& x, CudaCodes codes, const std::string& format,
+                        const std::string& scaling, const std::string& role, int tensor_rows,
+                        std::uintptr_t stream, bool count_saturated) {
+  const FormatSpec f = format_by_name(format);
+  const ScalingSpec s = scaling_by_name(scaling);
+  const OperandRole r = role_by_name(role);
+  if (tensor_rows < 0)
+    throw std::invalid_argument(
+        fmt::format("tensor_rows = {} is negative (0: all rows)", tensor_rows));
+  const View v = resident_operand(x, codes);
+  const std::size_t T = v.shape[0], K = v.shape[1];
   QuantisedOperand q;
   {
     nb::gil_scoped_release release;
@@ -236,31 +245,23 @@ nb::tuple quantize_cuda(const CudaArray& x, nb::ndarray<std::uint8_t, nb::device
 // quantise_resident_deferred: x (T x K float32 or float64), codes (T x K uint8) and scales
 // (gemm_scale_shape's rows x cols float32, written) on one CUDA device, on `stream`; returns
 // without waiting for the device.
-void quantize_cuda_deferred(const CudaArray& x, nb::ndarray<std::uint8_t, nb::device::cuda> codes,
-                            CudaOut& scales, const std::string& format,
-                            const std::string& scaling, const std::string& role,
-                            std::uintptr_t stream) {
+void quantize_cuda_deferred(const CudaArray& x, CudaCodes codes, CudaOut& scales,
+                            const std::string& format, const std::string& scaling,
+                            const std::string& role, std::uintptr_t stream) {
   const FormatSpec f = format_by_name(format);
   const ScalingSpec s = scaling_by_name(scaling);
   const OperandRole r = role_by_name(role);
-  const View v = view(x, "x", "", 2);
-  if (v.descr != "<f4" && v.descr != "<f8")
-    throw std::invalid_argument(fmt::format("x: expected dtype <f4 or <f8, got {}", v.descr));
+  const View v = resident_operand(x, codes);
   const std::size_t T = v.shape[0], K = v.shape[1];
-  if (codes.ndim() != 2 || codes.shape(0) != T || codes.shape(1) != K ||
-      codes.stride(0) != std::int64_t(K) || (K > 1 && codes.stride(1) != 1))
-    throw std::invalid_argument(
-        fmt::format("codes: expected a C-contiguous ({}, {}) uint8 array", T, K));
   const ScaleShape sh = gemm_scale_shape(s, r, int(T), int(K), 0);
   if (sh.cols > 0 && (scales.ndim() != 2 || scales.shape(0) != std::size_t(sh.rows) ||
       scales.shape(1) != std::size_t(sh.cols) || scales.stride(0) != std::int64_t(sh.cols) ||
       (sh.cols > 1 && scales.stride(1) != 1)))  // none: refused below, by name
     throw std::invalid_argument(fmt::format(
         "scales: expected a C-contiguous ({}, {}) float32 array", sh.rows, sh.cols));
-  for (const int id : {int(codes.device_id()), int(scales.device_id())})
-    if (id != x.device_id())
-      throw std::invalid_argument(fmt::format("codes and scales: on CUDA device {}, x on device {}",
-                                              id, x.device_id()));
+  if (scales.device_id() != x.device_id())
+    throw std::invalid_argument(fmt::format("scales: on CUDA device {}, x on device {}",
+                                            scales.device_id(), x.device_id()));
   nb::gil_scoped_release release;
   quantise_resident_deferred(s, r, f, int(T), int(K), v.data, v.descr == "<f8", codes.data(),
                              scales.data(), caller_stream(stream), x.device_id());

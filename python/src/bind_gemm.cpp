@@ -23,6 +23,12 @@
 namespace fp8sim::py {
 namespace {
 
+// An argument on CUDA device `id` where a is on `device`: one line naming it otherwise.
+void same_device(int device, int id, const char* what) {
+  if (id != device)
+    throw std::runtime_error(fmt::format("{}: on CUDA device {}, a on device {}", what, id, device));
+}
+
 // A bias argument as float32 values (N of them), or empty.
 std::vector<float> bias_values(const std::optional<AnyArray>& bias, std::size_t N) {
   if (!bias) return {};
@@ -77,42 +83,60 @@ nb::ndarray<nb::numpy, float> run_gemm(const AnyArray& a, const AnyArray& b,
   return to_numpy(std::move(D), {M, N});
 }
 
+// A GEMM's arguments on CUDA device arrays, checked: codes A (M x K) and B (N x K), C (or
+// null) and D (M x N float32, C-contiguous), all on a's device.
+struct CudaGemm {
+  GemmSpec s;
+  std::size_t M = 0, N = 0, K = 0;
+  int device = 0;
+  const std::uint8_t* A = nullptr;
+  const std::uint8_t* B = nullptr;
+  const float* C = nullptr;
+};
+
+CudaGemm cuda_gemm(const CudaArray& a, const CudaArray& b, const std::optional<CudaArray>& c,
+                   CudaOut& d, const GemmOptions& g, bool a_scales, bool b_scales) {
+  CudaGemm x;
+  x.s = gemm_spec(g, a_scales, b_scales);
+  const View A = view(a, "a", "|u1", 2), B = view(b, "b", "|u1", 2);
+  const std::size_t M = A.shape[0], K = A.shape[1], N = B.shape[0];
+  check_gemm_problem("a", "b", M, K, N, B.shape[1]);
+  apply_triton_config(x.s, g, int(M), int(N), int(K));
+  x.M = M;
+  x.N = N;
+  x.K = K;
+  x.device = a.device_id();
+  x.A = static_cast<const std::uint8_t*>(A.data);
+  x.B = static_cast<const std::uint8_t*>(B.data);
+  same_device(x.device, b.device_id(), "b");
+  same_device(x.device, d.device_id(), "out");
+  if (d.ndim() != 2 || d.shape(0) != M || d.shape(1) != N || d.stride(0) != std::int64_t(N) ||
+      (N > 1 && d.stride(1) != 1))
+    throw std::runtime_error(
+        fmt::format("out: expected a C-contiguous ({}, {}) float32 array", M, N));
+  if (c) {
+    same_device(x.device, c->device_id(), "c");
+    const View v = view(*c, "c", "<f4", 2);
+    if (v.shape != std::vector<std::size_t>{M, N})
+      throw std::runtime_error(fmt::format("c: expected shape ({}, {}), got ({}, {})", M, N,
+                                           v.shape[0], v.shape[1]));
+    x.C = static_cast<const float*>(v.data);
+  }
+  return x;
+}
+
 // gemm() on CUDA device arrays, in place and without copies: D (M x N float32, on the same
 // device) is written by the CUDA engine on `stream`; scales are host arrays.
 void run_gemm_cuda(const CudaArray& a, const CudaArray& b, const std::optional<CudaArray>& c,
                    CudaOut& d, const std::optional<AnyArray>& a_scales,
                    const std::optional<AnyArray>& b_scales, const std::optional<AnyArray>& bias,
                    const GemmOptions& g, std::uintptr_t stream) {
-  GemmSpec s = gemm_spec(g, a_scales.has_value(), b_scales.has_value());
-  const View A = view(a, "a", "|u1", 2), B = view(b, "b", "|u1", 2);
-  const std::size_t M = A.shape[0], K = A.shape[1], N = B.shape[0];
-  check_gemm_problem("a", "b", M, K, N, B.shape[1]);
-  apply_triton_config(s, g, int(M), int(N), int(K));
-  const int device = a.device_id();
-  auto same_device = [&](int id, const char* what) {
-    if (id != device)
-      throw std::runtime_error(fmt::format("{}: on CUDA device {}, a on device {}", what, id, device));
-  };
-  same_device(b.device_id(), "b");
-  same_device(d.device_id(), "out");
-  if (d.ndim() != 2 || d.shape(0) != M || d.shape(1) != N || d.stride(0) != std::int64_t(N) ||
-      (N > 1 && d.stride(1) != 1))
-    throw std::runtime_error(fmt::format("out: expected a C-contiguous ({}, {}) float32 array", M, N));
-  const float* C = nullptr;
-  if (c) {
-    same_device(c->device_id(), "c");
-    const View v = view(*c, "c", "<f4", 2);
-    if (v.shape != std::vector<std::size_t>{M, N})
-      throw std::runtime_error(fmt::format("c: expected shape ({}, {}), got ({}, {})", M, N,
-                                           v.shape[0], v.shape[1]));
-    C = static_cast<const float*>(v.data);
-  }
-  const auto [sa, sb] = scales_of(s, M, N, K, a_scales, b_scales);
-  const std::vector<float> bv = bias_values(bias, N);
+  const CudaGemm x = cuda_gemm(a, b, c, d, g, a_scales.has_value(), b_scales.has_value());
+  const auto [sa, sb] = scales_of(x.s, x.M, x.N, x.K, a_scales, b_scales);
+  const std::vector<float> bv = bias_values(bias, x.N);
   nb::gil_scoped_release release;
-  gemm_resident(s, int(M), int(N), int(K), static_cast<const std::uint8_t*>(A.data),
-                static_cast<const std::uint8_t*>(B.data), C, sa, sb, d.data(),
-                caller_stream(stream), device, bv);
+  gemm_resident(x.s, int(x.M), int(x.N), int(x.K), x.A, x.B, x.C, sa, sb, d.data(),
+                caller_stream(stream), x.device, bv);
 }
 
 // run_gemm_cuda with the scales on the device too (float32 CUDA arrays of the scale shapes, on
@@ -122,45 +146,22 @@ void run_gemm_cuda_scales_on_device(const CudaArray& a, const CudaArray& b,
                                     const std::optional<CudaArray>& c, CudaOut& d,
                                     const CudaArray& a_scales, const CudaArray& b_scales,
                                     const GemmOptions& g, std::uintptr_t stream) {
-  GemmSpec s = gemm_spec(g, true, true);
-  const View A = view(a, "a", "|u1", 2), B = view(b, "b", "|u1", 2);
-  const std::size_t M = A.shape[0], K = A.shape[1], N = B.shape[0];
-  check_gemm_problem("a", "b", M, K, N, B.shape[1]);
-  apply_triton_config(s, g, int(M), int(N), int(K));
-  const int device = a.device_id();
-  for (const auto& [id, what] : {std::pair{int(b.device_id()), "b"},
-                                 std::pair{int(d.device_id()), "out"},
-                                 std::pair{int(a_scales.device_id()), "a_scales"},
-                                 std::pair{int(b_scales.device_id()), "b_scales"}})
-    if (id != device)
-      throw std::runtime_error(fmt::format("{}: on CUDA device {}, a on device {}", what, id, device));
-  if (d.ndim() != 2 || d.shape(0) != M || d.shape(1) != N || d.stride(0) != std::int64_t(N) ||
-      (N > 1 && d.stride(1) != 1))
-    throw std::runtime_error(fmt::format("out: expected a C-contiguous ({}, {}) float32 array", M, N));
-  const float* C = nullptr;
-  if (c) {
-    if (c->device_id() != device)
-      throw std::runtime_error(fmt::format("c: on CUDA device {}, a on device {}", c->device_id(), device));
-    const View v = view(*c, "c", "<f4", 2);
-    if (v.shape != std::vector<std::size_t>{M, N})
-      throw std::runtime_error(fmt::format("c: expected shape ({}, {}), got ({}, {})", M, N,
-                                           v.shape[0], v.shape[1]));
-    C = static_cast<const float*>(v.data);
-  }
-  validate(s, int(M), int(N), int(K));
-  if (s.scaling == Scaling::none)
+  const CudaGemm x = cuda_gemm(a, b, c, d, g, true, true);
+  same_device(x.device, a_scales.device_id(), "a_scales");
+  same_device(x.device, b_scales.device_id(), "b_scales");
+  const int M = int(x.M), N = int(x.N), K = int(x.K);
+  validate(x.s, M, N, K);
+  if (x.s.scaling == Scaling::none)
     throw std::runtime_error("scales on the device: the scaling is none");
-  const ScaleShapes sh = scale_shapes(s, int(M), int(N), int(K));
+  const ScaleShapes sh = scale_shapes(x.s, M, N, K);
   const View va = view(a_scales, "a_scales", "<f4"), vb = view(b_scales, "b_scales", "<f4");
-  check_scale_header("a_scales", va.descr, va.shape, s.scaling, sh.a_rows, sh.a_cols);
-  check_scale_header("b_scales", vb.descr, vb.shape, s.scaling, sh.b_rows, sh.b_cols);
+  check_scale_header("a_scales", va.descr, va.shape, x.s.scaling, sh.a_rows, sh.a_cols);
+  check_scale_header("b_scales", vb.descr, vb.shape, x.s.scaling, sh.b_rows, sh.b_cols);
   nb::gil_scoped_release release;
-  gemm_resident_scales_on_device(
-      s, int(M), int(N), int(K), static_cast<const std::uint8_t*>(A.data),
-      static_cast<const std::uint8_t*>(B.data), C,
-      {static_cast<const float*>(va.data), sh.a_rows * sh.a_cols},
-      {static_cast<const float*>(vb.data), sh.b_rows * sh.b_cols}, d.data(),
-      caller_stream(stream), device);
+  gemm_resident_scales_on_device(x.s, M, N, K, x.A, x.B, x.C,
+                                 {static_cast<const float*>(va.data), sh.a_rows * sh.a_cols},
+                                 {static_cast<const float*>(vb.data), sh.b_rows * sh.b_cols},
+                                 d.data(), caller_stream(stream), x.device);
 }
 
 // Codes of any unsigned width (uint8, uint16, uint32) as one T x K operand of `f`.
