@@ -189,6 +189,7 @@ void quantise_resident_deferred(const ScalingSpec& s, OperandRole role, const Fo
         "quantize on CUDA, deferred: scaling none has no scales to carry a bad element's NaN");
   if (stream == nullptr)
     throw std::invalid_argument("quantize on CUDA, deferred: needs a stream of the caller's");
+  if (T == 0) return;  // no rows: no codes, no scales (an empty array may have no address)
   DeviceQuantiseJob job = resident_job(g, s, f, T, K, x, x_double, std::max(T, 1), codes);
   job.scales = scales;
   job.count = false;
