@@ -82,7 +82,7 @@ def timed(t: Optional[GemmTime] = None) -> Iterator[GemmTime]:
 
 def _timed_gemm(m: int, n: int, k: int, *args, gemm=None, **kwargs):
     """``fp8sim.gemm(*args, **kwargs)`` (an m x n x k GEMM; or ``gemm``'s, a function of the
-    same results) its time added to the timers: its kernels' events (this thread's, taken
+    same results), its time added to the timers: its kernels' events (this thread's, taken
     without waiting) are read when the timers' blocks end; without timers they go back to the
     engine unread."""
     t0 = time.perf_counter()

@@ -478,7 +478,7 @@ def test_deferred_quantisation_reports_a_bad_value_later():
         fp8sim._quantize_cuda_deferred(torch.ones(4, 256, device="cuda"), "e4m3", "none", "a")
 
 
-DEVICE_SCALE_GEMMS = [  # (scaling for A and B, roles' scalings, gemm keywords)
+DEVICE_SCALE_GEMMS = [  # (the scaling of A and of B, gemm keywords)
     ("tensor", dict(kernel="cublaslt-fast-accum")),
     ("tensor", dict(kernel="cublaslt", split_k=3)),
     ("row", dict(model="hopper-wgmma", promote_every=128, scale_order="cublaslt")),

@@ -139,6 +139,8 @@ def check_time_shares(out):
         assert float(fp8["kernel_s"]) == 0.0  # no CUDA engine on the CPU
         step_s = float(fp8["step_s"])
         assert 0 < float(fp8["gemm_s"]) + float(fp8["quantize_s"]) < step_s, fp8
+        # The first step's time, within the steps' (the ci preset runs two).
+        assert 0 < float(fp8["first_step_s"]) < step_s, fp8
         assert float(fp8["gemm_share"]) == pytest.approx(float(fp8["gemm_s"]) / step_s)
         assert float(fp8["emulated_macs_per_s"]) == pytest.approx(macs * steps / float(fp8["gemm_s"]))
     t = manifest["time"]
