@@ -263,69 +263,6 @@ def quantize(x: ArrayLike, fmt: str = "e4m3", scaling: str = "tensor", rounding:
     return Quantized(*_core.quantize(a, fmt, scaling, role, tensor_rows, threads))
 
 
-def _quantize_cuda(x, fmt: str, scaling: str, role: str, tensor_rows: int,
-                   count_saturated: bool = True) -> Quantized:
-    """quantize() of a torch CUDA tensor on its device and torch's current stream: codes a
-    uint8 CUDA tensor, scales on the host (the same bits as on the CPU; computed on the GPU
-    and downloaded once). count_saturated False (fp8sim.torch's GEMM operands): ``saturated``
-    is None, not counted, and on a stream other than the legacy default one the call returns
-    once the scales are known, the codes following in stream order (no wait for them)."""
-    import torch
-    t = _float_input(x)
-    codes = torch.empty(t.shape, dtype=torch.uint8, device=t.device)
-    stream = torch.cuda.current_stream(t.device).cuda_stream
-    q = Quantized(codes, *_core.quantize_cuda(t, codes, fmt, scaling, role, tensor_rows,
-                                               stream, count_saturated))
-    return q if count_saturated else q._replace(saturated=None)
-
-
-def _quantize_cuda_deferred(x, fmt: str, scaling: str, role: str):
-    """fp8sim.torch's GEMM operands on the GPU without waiting for it: (uint8 codes, float32
-    scales) as CUDA tensors on x's device, written on torch's current stream (one level of
-    scales, all rows under one tensor scale). An element that is not finite makes every scale
-    NaN, and is raised (ValueError, "x: value at index i is v ...") by the next deferred
-    quantisation or ``_core.check_deferred`` once the GPU has got there."""
-    import torch
-    t = _float_input(x)
-    rows, cols = _scale_shape(t.shape[0], t.shape[1], scaling, role)
-    codes = torch.empty(t.shape, dtype=torch.uint8, device=t.device)
-    scales = torch.empty((rows, cols), dtype=torch.float32, device=t.device)
-    _core.quantize_cuda_deferred(t, codes, scales, fmt, scaling, role,
-                                 torch.cuda.current_stream(t.device).cuda_stream)
-    return codes, scales
-
-
-@_functools.lru_cache(maxsize=1024)
-def _scale_shape(t: int, k: int, scaling: str, role: str) -> tuple:
-    return tuple(_core.quantize_scale_shape(t, k, scaling, role))
-
-
-def _float_input(x):
-    """A torch CUDA tensor as the CUDA quantiser reads it: float32 or float64, C-contiguous,
-    detached (bf16 and fp16 exactly as float32, other dtypes as float64, as the CPU reads
-    them)."""
-    import torch
-    t = x.detach()
-    if t.dtype in (torch.bfloat16, torch.float16):
-        t = t.float()  # exact
-    elif t.dtype not in (torch.float32, torch.float64):
-        t = t.double()  # as the CPU path reads them
-    return t.contiguous()
-
-
-def _gemm_cuda_scales_on_device(a, b, a_scales, b_scales, **options):
-    """gemm() of CUDA codes with the scales ``_quantize_cuda_deferred`` left on the device
-    (float32 CUDA tensors of the scale shapes): taken as they are (a NaN scale makes its
-    outputs NaN), with no wait for the GPU where the engine reads them there; ``options`` as
-    gemm()'s keywords (no c, no bias)."""
-    import torch
-    out = torch.empty((a.shape[0], b.shape[0]), dtype=torch.float32, device=a.device)
-    _core.gemm_cuda_scales_on_device(a, b, None, out, a_scales, b_scales,
-                                     _gemm_options(**options),
-                                     torch.cuda.current_stream(a.device).cuda_stream)
-    return out
-
-
 def gemm(a: ArrayLike, b: ArrayLike, c: Optional[ArrayLike] = None,
          a_format: Optional[str] = None, b_format: Optional[str] = None,
          model: Optional[str] = None, promote_every: Optional[int] = None,
@@ -507,39 +444,6 @@ def _host(x: Optional[ArrayLike]) -> Optional[_np.ndarray]:
     return as_array(x)
 
 
-def _gemm_cuda(a, b, c, a_scales, b_scales, bias, options, device):
-    """gemm() on torch CUDA tensors: the CUDA engine reads them in place."""
-    import torch
-    if device not in (None, "cuda"):
-        raise ValueError(f"device {device!r}: a and b are CUDA tensors (device must be None or "
-                         "'cuda')")
-    for name, t in (("a", a), ("b", b), ("c", c)):
-        if t is None:
-            continue
-        if not _on_cuda(t):
-            raise ValueError(f"{name}: on {getattr(t, 'device', 'the host')}, while the operands "
-                             f"are CUDA tensors on {a.device if _on_cuda(a) else b.device}")
-        if not t.is_contiguous():
-            raise ValueError(f"{name}: not contiguous (CUDA operands are read in place; call "
-                             ".contiguous() first)")
-
-    def codes(t):
-        t = t.detach() if t.requires_grad else t
-        return t.view(torch.uint8) if t.dtype.itemsize == 1 and t.dtype.is_floating_point else t
-
-    for name, t, fmt in (("a", a, options.a_format), ("b", b, options.b_format)):
-        held = _torch_format(t)
-        if held is not None and not _same_format(held, fmt):
-            raise ValueError(f"{name}: a {t.dtype} tensor holds {held} codes, but the "
-                             f"format is {fmt}: pass {name}_format={held!r}, or a uint8 view")
-
-    out = torch.empty((a.shape[0], b.shape[0]), dtype=torch.float32, device=a.device)
-    stream = torch.cuda.current_stream(a.device).cuda_stream
-    _core.gemm_cuda(codes(a), codes(b), None if c is None else c.detach(), out,
-                    _host(a_scales), _host(b_scales), _f32(bias), options, stream)
-    return out
-
-
 def models() -> list[tuple[str, str, str, str, str]]:
     """(name, aliases, instruction, parameters, evidence) of every accumulator preset, as
     ``fp8sim models`` lists them. Any name or alias is a ``model=`` argument.
@@ -677,6 +581,8 @@ def probe(kernel: Optional[Callable[[_np.ndarray, _np.ndarray, _np.ndarray], Arr
 
 
 from ._invariance import invariance  # noqa: E402 (below the helpers it uses)
+from ._cuda_tensors import (  # noqa: E402 (below the helpers they use)
+    _gemm_cuda, _gemm_cuda_scales_on_device, _quantize_cuda, _quantize_cuda_deferred)
 
 
 # Every public function's arguments checked against its annotations first (_args.py): a
