@@ -72,12 +72,12 @@ void defer_bad_element(const unsigned long long* words, std::size_t elements, co
     r.slots = static_cast<unsigned long long*>(p);
     for (std::size_t i = kDeferredSlots; i-- > 0;) r.free_slots.push_back(i);
   }
+  std::string oldest_report;  // thrown once this report is registered
   if (r.free_slots.empty()) {  // the oldest waited for, and reported here where it found one
     const Pending oldest = r.pending.front();
     r.pending.pop_front();
     check(cudaEventSynchronize(oldest.done), "quantize kernels");
-    const std::string message = read(r, oldest);
-    if (!message.empty()) throw std::invalid_argument(message);
+    oldest_report = read(r, oldest);
   }
   Pending p;
   p.slot = r.free_slots.back();
@@ -96,6 +96,7 @@ void defer_bad_element(const unsigned long long* words, std::size_t elements, co
   check(cudaEventRecord(p.done, st), "event");
   r.free_slots.pop_back();
   r.pending.push_back(p);
+  if (!oldest_report.empty()) throw std::invalid_argument(oldest_report);
 }
 
 }  // namespace gpu
