@@ -443,6 +443,7 @@ def test_deferred_quantisation_reports_a_bad_value_later():
     for bad, text in ((float("nan"), "nan"), (float("-inf"), "-inf")):
         x = torch.ones(4, 256, device="cuda")
         x[2, 7] = bad
+        torch.cuda.synchronize()  # x written on the default stream, read on the side stream
         with torch.cuda.stream(side_stream()):
             w, sw = fp8sim._quantize_cuda_deferred(torch.ones(8, 256, device="cuda"), "e4m3",
                                                    "tensor", "b")
@@ -458,6 +459,7 @@ def test_deferred_quantisation_reports_a_bad_value_later():
         fp8sim._core.check_deferred(True)  # reported once
     x = torch.ones(4, 256, device="cuda")
     x[0, 3] = float("inf")
+    torch.cuda.synchronize()
     with torch.cuda.stream(side_stream()):
         fp8sim._quantize_cuda_deferred(x, "e5m2", "block128", "a")
         side_stream().synchronize()
@@ -501,6 +503,7 @@ def test_gemm_with_scales_on_the_device_gives_host_scales_bits(rng, scaling, kw)
     M, N, K = 96, 80, 1024
     x = torch.from_numpy(rng.normal(scale=3.0, size=(M, K))).float().cuda()
     w = torch.from_numpy(rng.normal(size=(N, K))).float().cuda()
+    torch.cuda.synchronize()  # x and w copied on the default stream, read on the side stream
     with torch.cuda.stream(side_stream()):
         ca, sa = fp8sim._quantize_cuda_deferred(x, "e4m3", scaling, "a")
         cb, sb = fp8sim._quantize_cuda_deferred(w, "e4m3", scaling, "b")
