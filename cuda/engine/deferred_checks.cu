@@ -23,7 +23,6 @@ struct Pending {
   cudaEvent_t done = nullptr;
   int device = 0;  // the event's (made on a device, recorded on its streams only)
   std::size_t slot = 0, elements = 0;
-  const char* what = "x";
 };
 
 // The pending reports in the order they were made, their pinned slots (two words each, made
@@ -50,7 +49,7 @@ std::string read(Registry& r, const Pending& p) {
     std::memcpy(&v, &w[1], sizeof v);
     const char* value = std::isnan(v) ? (std::signbit(v) ? "-nan" : "nan")
                                       : (std::signbit(v) ? "-inf" : "inf");
-    message = std::string(p.what) + ": value at index " + std::to_string(w[0]) + " is " +
+    message = "x: value at index " + std::to_string(w[0]) + " is " +
               value + " (found on the GPU after the quantisation returned; every output of "
               "the GEMMs that read it is NaN)";
   }
@@ -61,8 +60,7 @@ std::string read(Registry& r, const Pending& p) {
 
 }  // namespace
 
-void defer_bad_element(const unsigned long long* words, std::size_t elements, const char* what,
-                       cudaStream_t st) {
+void defer_bad_element(const unsigned long long* words, std::size_t elements, cudaStream_t st) {
   Registry& r = registry();
   const std::lock_guard<std::mutex> lock(r.mutex);
   if (r.slots == nullptr) {
@@ -82,7 +80,6 @@ void defer_bad_element(const unsigned long long* words, std::size_t elements, co
   Pending p;
   p.slot = r.free_slots.back();
   p.elements = elements;
-  p.what = what;
   p.device = current_device();  // st's (the quantiser's launch set it)
   std::vector<cudaEvent_t>& events = r.free_events[p.device];
   if (!events.empty()) {

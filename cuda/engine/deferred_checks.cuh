@@ -11,10 +11,8 @@
 namespace fp8sim::gpu {
 
 // After the work queued on st so far: words[0], the first bad element's index of an operand
-// of `elements` elements (>= elements: none), and words[1], its value's bits as a double;
-// `what` names the operand in the report (a string that outlives the process, e.g. a literal).
+// x of `elements` elements (>= elements: none), and words[1], its value's bits as a double.
 // At most 1024 reports are pending: past that, the oldest is waited for (and reported then).
-void defer_bad_element(const unsigned long long* words, std::size_t elements, const char* what,
-                       cudaStream_t st);
+void defer_bad_element(const unsigned long long* words, std::size_t elements, cudaStream_t st);
 
 }  // namespace fp8sim::gpu

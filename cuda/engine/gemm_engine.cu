@@ -175,8 +175,6 @@ __global__ void dot_kernel(const Params p) {
 //                                  blocks an SM (double sums take two registers).
 struct TileF64 { static constexpr int BM = 64, BN = 64, BK = 32, TM = 4, TN = 4; };
 
-// The float kernel: both operands prepared (transposed, padded, exponents, sign bits) once
-// per GEMM, then the tiles. The prepared copies live on the stream until the kernel is done.
 // Kernel's dynamic shared-memory limit raised to `bytes` once per device (the attribute is
 // the instance's own, so is the flag: one per Kernel).
 template <auto Kernel>
@@ -188,6 +186,8 @@ void allow_shared_memory(int bytes) {
   });
 }
 
+// The float kernel: both operands prepared (transposed, padded, exponents, sign bits) once
+// per GEMM, then the tiles. The prepared copies live on the stream until the kernel is done.
 template <int G, bool RNE, int MODE, int TM, int TN, int BM, int BN, int MINB, bool WIDE = false>
 void launch_f32_shape(const Params& p, cudaStream_t st) {
   gpu::TileParams tp;
@@ -345,7 +345,8 @@ void launch_tiled_wide(const Params& p, cudaStream_t st) {
 template <int G, bool RNE, bool CODES>
 void launch_tiled_f64_as(const Params& p, cudaStream_t st) {
   using T = TileF64;
-  constexpr auto kernel = gpu::tiled_gemm<double, G, RNE, T::TM, T::TN, T::BM, T::BN, T::BK, CODES>;
+  constexpr auto kernel =
+      gpu::tiled_gemm<double, G, RNE, T::TM, T::TN, T::BM, T::BN, T::BK, CODES>;
   constexpr int smem = gpu::tiled_smem_bytes(T::BM, T::BN, T::BK, T::TM, T::TN);
   allow_shared_memory<kernel>(smem);
   const dim3 grid((p.g.N + T::BN - 1) / T::BN, (p.g.M + T::BM - 1) / T::BM);
@@ -521,7 +522,6 @@ void run_device_gemm(const DeviceGemm& g, const DeviceLaunch& launch) {
   const bool e8 = m.output.min_exponent == -126 && m.output.max_exponent == 127;
   p.out_e8 = e8 && (m.output_rounding == kRz || m.output_rounding == kRne);
   p.out_drop = 52 - m.output.mantissa_bits;
-  p.out_keep = p.out_drop > 0 && p.out_drop < 64 ? ~((1ull << p.out_drop) - 1) : ~0ull;
   p.out_fp32_model = e8 && m.output.mantissa_bits == 23;
   p.k_parallel = launch.k_parallel;
   p.k_group = launch.k_group;

@@ -34,7 +34,6 @@ struct Params {
   FastPath fast = FastPath::none;
   bool out_e8 = false;        // output e8mX rounded rz/rne: rounding by bit masking
   int out_drop = 0;           // 52 - output mantissa bits
-  unsigned long long out_keep = 0;  // ~(2^out_drop - 1): out_e8 cut toward zero, on a double
   bool redo_only = false;     // per-output kernel: only outputs holding kRedoBits
   // Set to 1 (device word, 0 before the tiled kernels) by every kernel that writes kRedoBits
   // into D: the per-output kernel's pass over D runs only where it was set.

@@ -282,7 +282,7 @@ DeviceQuantiseResult run_device_quantise(const DeviceQuantiseJob& j, const Devic
     check(cudaGetLastError(), "encode kernel launch");
   }
   if (j.deferred) {
-    gpu::defer_bad_element(words, n, j.what, st);  // the first bad index and its value
+    gpu::defer_bad_element(words, n, st);  // the first bad index and its value
     return result;
   }
   if (wait_for_codes) download();

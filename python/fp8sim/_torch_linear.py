@@ -11,7 +11,7 @@ import fp8sim as _fp8sim
 
 from . import _args
 from . import _torch_reuse
-from ._torch_ops import _timed_gemm, _timed_quantize_operand
+from ._torch_ops import _engine_scaling, _timed_gemm, _timed_quantize_operand
 from ._torch_plan import _plan_split
 
 # ---- recipes and Float8Linear -------------------------------------------------------------
@@ -74,13 +74,6 @@ def recipe(r: "str | Recipe") -> Recipe:
     if r not in RECIPES:
         raise ValueError(f"unknown recipe '{r}' (known: {', '.join(RECIPES)}, or a Recipe)")
     return RECIPES[r]
-
-
-@torch.compiler.assume_constant_result
-def _engine_scaling(name: str) -> str:
-    """The engine's scaling (none|tensor|row|block|mx) for a scaling name, as the library
-    maps it (a constant for torch.compile)."""
-    return _fp8sim._core.gemm_scaling(name)
 
 
 def _quantized(x: torch.Tensor, fmt: str, scaling: str, role: str) -> tuple:

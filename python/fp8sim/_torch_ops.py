@@ -103,13 +103,20 @@ def _timed_quantize(*args, **kwargs):
     return _timed_quantisation(_fp8sim.quantize, *args, **kwargs)
 
 
+@torch.compiler.assume_constant_result
+def _engine_scaling(name: str) -> str:
+    """The engine's scaling (none|tensor|row|block|mx) for a scaling name, as the library
+    maps it (a constant for torch.compile)."""
+    return _fp8sim._core.gemm_scaling(name)
+
+
 def _timed_quantize_operand(x, fmt: str, scaling: str, role: str) -> tuple:
     """A CUDA tensor quantised for a GEMM, its time added to the timers: (codes, scales), both
     CUDA tensors, with no wait for the GPU (``fp8sim._quantize_cuda_deferred``: an element
     that is not finite makes the scales NaN and is raised by a later call) where the scaling
     has one level of scales; without scales, the codes and host scales of a quantisation that
     waits for its scales (the saturated count not made)."""
-    if _fp8sim._core.gemm_scaling(scaling) != "none":
+    if _engine_scaling(scaling) != "none":
         return _timed_quantisation(_fp8sim._quantize_cuda_deferred, x, fmt, scaling, role)
     q = _timed_quantisation(_fp8sim._quantize_cuda, x, fmt, scaling, role, 0,
                             count_saturated=False)

@@ -175,9 +175,10 @@ struct DeviceLaunch {
 // The CUDA quantiser's deferred reports (scaling/device_quantize.hpp,
 // DeviceQuantiseJob::deferred), in the order they were made, up to the first whose device
 // work has not finished (wait: every one, waiting for them), are read and dropped; the first
-// that found an element that is not finite throws std::invalid_argument, "<what>: value at
-// index <i> is <v>" and where it was found. Cheap where none is pending (no CUDA call). Here, not with the quantiser, because a GEMM
-// that takes such scales to the host checks them first (gemm_resident_scales_on_device).
+// that found an element that is not finite throws std::invalid_argument, "x: value at index
+// <i> is <v>" and where it was found. Cheap where none is pending (no CUDA call). Here, not
+// with the quantiser, because a GEMM that takes such scales to the host checks them first
+// (gemm_resident_scales_on_device).
 void check_deferred_quantisations(bool wait);
 
 // Runs g on the current CUDA device. Throws std::runtime_error("fp8sim was built without

@@ -47,12 +47,11 @@ struct DeviceQuantiseJob {
   // Deferred (one-level scales, no count, a stream of the caller's): `scales` is device
   // memory in the layout gemm() takes (one row a row group: one for a tensor scale, one per
   // nc rows of B's blocks), written there and not downloaded, and the host does not wait at
-  // all. An element
-  // that is not finite makes every scale NaN (so that every output of a GEMM that reads them
-  // is NaN), the codes are written all the same, and the element is reported by a deferred
-  // check (defer_bad_element) that check_deferred_quantisations (device_gemm.hpp) reads later.
+  // all. An element that is not finite makes every scale NaN (so that every output of a GEMM
+  // that reads them is NaN), the codes are written all the same, and the element is reported
+  // by a deferred check (defer_bad_element) that check_deferred_quantisations
+  // (device_gemm.hpp) reads later.
   bool deferred = false;
-  const char* what = "x";                   // the operand's name in that report
 };
 
 struct DeviceQuantiseResult {

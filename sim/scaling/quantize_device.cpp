@@ -114,10 +114,6 @@ const DeviceScaleRule& scale_rule_of(const FormatSpec& f) {
   return once_per_format<DeviceScaleRule>(f, device_scale_rule);
 }
 
-}  // namespace
-
-namespace {
-
 // The job of quantise_resident (and its deferred form) up to its scales' memory.
 DeviceQuantiseJob resident_job(const ScaleGroups& g, const ScalingSpec& s, const FormatSpec& f,
                                int T, int K, const void* x, bool x_double, int tensor_rows,
