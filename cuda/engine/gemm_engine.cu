@@ -468,35 +468,22 @@ bool launch_tiled_for(const Params& p, cudaStream_t st) {
   return true;
 }
 
-// The per-output kernel's blocks (128 threads) resident on the current device at once (its
-// blocks an SM asked once: one architecture a build).
-template <bool CODES>
-std::size_t dot_resident_blocks() {
-  static const int per_sm = [] {
-    int n = 0;
-    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, dot_kernel<CODES>, 128, 0),
-          "occupancy");
-    return std::max(n, 1);
-  }();
-  return std::size_t(per_sm) * gpu::sm_count();
-}
-
 // The per-output kernel: every output, or (redo_only, after a tiled kernel) those holding
 // kRedoBits, usually none. Those it finds by a pass over D, only where a tiled kernel said it
-// wrote some (Params::redo_any; else each block returns at once): there a grid that fills the
-// GPU twice, each thread striding over D, instead of a block per 128 outputs, whose blocks
-// cost about 100 ns an output (the per-output kernel's registers and stack): 1.8 ms of the
-// 18 ms of 4096^3 nvfp4's kernels (Nsight Compute, H100, 2026-11-27; 2048x2048x1024's kernels
-// 2.95e12 to 4.1e12 MAC/s without them). The pass itself took 50 us at 4096 x 1024 outputs
-// and 185 us at 4096 x 4096 (torch.profiler, H100, 2026-11-27), 1.9 ms of the wide training
-// step's 71 ms of GEMM kernels. The outputs' bits do not depend on the grid.
+// wrote some (Params::redo_any; else each block returns at once): there one block an SM, each
+// thread striding over D, instead of a block per 128 outputs, whose blocks cost about 100 ns
+// an output (the per-output kernel's registers and stack): 1.8 ms of the 18 ms of 4096^3
+// nvfp4's kernels (Nsight Compute, H100, 2026-11-27; 2048x2048x1024's kernels 2.95e12 to
+// 4.1e12 MAC/s without them). The pass itself took 50 us at 4096 x 1024 outputs and 185 us at
+// 4096 x 4096 (torch.profiler, H100, 2026-11-27), 1.9 ms of the wide training step's 71 ms of
+// GEMM kernels; a grid that filled the GPU twice cost about 13 us a call where it returned at
+// once. The outputs' bits do not depend on the grid.
 void launch_dot(Params p, bool redo_only, cudaStream_t st) {
   p.redo_only = redo_only;
   const std::size_t outputs = std::size_t(p.g.M) * p.g.N;
   std::size_t blocks = std::min<std::size_t>((outputs + 127) / 128, 1u << 20);
-  if (redo_only)
-    blocks = std::min(blocks, 2 * (p.codes ? dot_resident_blocks<true>()
-                                           : dot_resident_blocks<false>()));
+  if (redo_only)  // usually none to redo: each block returns at once, so few blocks
+    blocks = std::min<std::size_t>(blocks, gpu::sm_count());
   if (p.codes) dot_kernel<true><<<static_cast<unsigned>(blocks), 128, 0, st>>>(p);
   else dot_kernel<false><<<static_cast<unsigned>(blocks), 128, 0, st>>>(p);
   check(cudaGetLastError(), "dot kernel launch");

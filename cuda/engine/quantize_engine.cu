@@ -137,18 +137,22 @@ __global__ void encode_kernel(const X* x, int T, int K, const float* scales, int
   const DeviceEncodeTable& e = *reinterpret_cast<const DeviceEncodeTable*>(words);
   const double top = e.value[e.n - 1];
   unsigned long long over = 0;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
-       i += std::size_t(gridDim.x) * blockDim.x) {
-    const std::size_t t = i / K;
-    const int k = static_cast<int>(i % K);
-    const std::size_t row = scale_rows_per == 1 ? t : t / scale_rows_per;
-    const double s = (tensor_scales ? double(tensor_scales[t]) : 1.0) *
-                     (scales ? double(scales[row * cols + (cols == 1 ? 0 : k / nc)]) : 1.0);
-    const double xi = load(x, i);
-    if (i == first_bad) *bad_value = static_cast<unsigned long long>(__double_as_longlong(xi));
-    const double v = xi / s;
-    if (fabs(v) > top) ++over;
-    codes[i] = table_encode(v, e);
+  // Rows on the grid's y, columns on its x: no 64-bit division of an element's index.
+  for (int t = blockIdx.y; t < T; t += gridDim.y) {
+    const std::size_t base = std::size_t(t) * K;
+    const double ts = tensor_scales ? double(tensor_scales[t]) : 1.0;
+    const float* srow =
+        scales ? scales + std::size_t(scale_rows_per == 1 ? t : t / scale_rows_per) * cols
+               : nullptr;
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < K; k += gridDim.x * blockDim.x) {
+      const std::size_t i = base + k;
+      const double s = ts * (srow ? double(srow[cols == 1 ? 0 : k / nc]) : 1.0);
+      const double xi = load(x, i);
+      if (i == first_bad) *bad_value = static_cast<unsigned long long>(__double_as_longlong(xi));
+      const double v = xi / s;
+      if (fabs(v) > top) ++over;
+      codes[i] = table_encode(v, e);
+    }
   }
   if (over && saturated) atomicAdd(saturated, over);
 }
@@ -266,7 +270,12 @@ DeviceQuantiseResult run_device_quantise(const DeviceQuantiseJob& j, const Devic
         gpu::cached_constant(j.table, sizeof *j.table));
     const int cols = j.scales ? j.layout.cols : 0;
     const int rows_per = j.deferred ? g.rows_per : 1;
-    const unsigned blocks = blocks_for(n);
+    // At most 64 blocks of 256 columns a row, and about 2^16 blocks in all (y below 2^16).
+    const unsigned gx =
+        static_cast<unsigned>(std::clamp<std::size_t>((std::size_t(j.K) + 255) / 256, 1, 64));
+    const unsigned gy =
+        static_cast<unsigned>(std::clamp<std::size_t>(std::size_t(j.T), 1, 65535 / gx));
+    const dim3 blocks(gx, gy);
     unsigned long long* count = j.count ? d_count : nullptr;
     unsigned long long* bad_value = j.deferred ? d_count : nullptr;  // no count: its word
     const float* scales = scale_count > 0 ? d_scales : nullptr;
