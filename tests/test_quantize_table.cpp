@@ -86,3 +86,27 @@ TEST_CASE("the GPU quantiser refuses formats it cannot round", "[quantize]") {
   CHECK_THROWS_AS(device_round_table(format_by_name("e4m3")), std::invalid_argument);
   CHECK_THROWS_AS(device_round_table(format_by_name("ue8m0")), std::invalid_argument);  // no 0
 }
+
+TEST_CASE("the GPU quantiser's table rounds exactly from any binade guess", "[quantize]") {
+  // table_floor_binade's guess only shortens the search: guesses from wrong binade entries
+  // (random floors and slot counts) still give encode()'s codes.
+  std::mt19937_64 gen(2);
+  for (const char* name : {"e4m3", "e5m2", "e2m1", "e3m2"}) {
+    const FormatSpec f = format_by_name(name);
+    DeviceEncodeTable t = device_encode_table(f);
+    std::uniform_int_distribution<int> first(0, t.n - 1), bits(0, 7);
+    for (int b = 0; b < kTableBinades; ++b) {
+      t.first[b] = static_cast<unsigned char>(first(gen));
+      t.bits[b] = static_cast<unsigned char>(bits(gen));
+    }
+    std::vector<double> probes = test::rounding_probes({t.value, std::size_t(t.n)});
+    int mismatches = 0;
+    for (double p : probes)
+      for (double v : {p, -p}) {
+        const unsigned want = oracle(v, f), got = table_encode(v, t);
+        if (want != got && ++mismatches <= 5)
+          FAIL_CHECK(name << ": table_encode(" << v << ") = " << got << ", encode gives " << want);
+      }
+    CHECK(mismatches == 0);
+  }
+}

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 
@@ -22,11 +23,6 @@ namespace {
 using gpu::blocks_for;
 using gpu::check;
 using gpu::DeviceBuffer;
-
-template <class X>
-__device__ double load(const X* x, std::size_t i) {
-  return static_cast<double>(x[i]);
-}
 
 // Elements of a (row, column group) segment one warp scans.
 constexpr int kPiece = 2048;
@@ -119,14 +115,16 @@ __global__ void scales_kernel(const double* amax, const float* tensor_scales, De
 // scales null: every element's scale is its tensor scale (or 1); scales' row of x's row t:
 // t / scale_rows_per. Writes nothing where an element is not finite (*bad < T * K), except
 // deferred (bad_value set): then every code is written and the first such element's bits (as
-// a double) go into *bad_value.
-template <class X>
+// a double) go into *bad_value. Each thread takes V elements of a row at a time (V = 4: K a
+// multiple of 4 and codes on 4 bytes, written as one word), their loads issued together.
+template <class X, int V>
 __global__ void encode_kernel(const X* x, int T, int K, const float* scales, int cols, int nc,
                               int scale_rows_per, const float* tensor_scales,
                               const DeviceEncodeTable* table,
                               const unsigned long long* bad, unsigned char* codes,
                               unsigned long long* saturated, unsigned long long* bad_value) {
   static_assert(sizeof(DeviceEncodeTable) % 4 == 0, "copied in 4-byte words");
+  static_assert(V == 1 || V == 4, "one code, or one word of them");
   __shared__ alignas(8) int words[sizeof(DeviceEncodeTable) / 4];
   const std::size_t n = std::size_t(T) * K;
   const unsigned long long first_bad = *bad;
@@ -144,17 +142,54 @@ __global__ void encode_kernel(const X* x, int T, int K, const float* scales, int
     const float* srow =
         scales ? scales + std::size_t(scale_rows_per == 1 ? t : t / scale_rows_per) * cols
                : nullptr;
-    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < K; k += gridDim.x * blockDim.x) {
-      const std::size_t i = base + k;
-      const double s = ts * (srow ? double(srow[cols == 1 ? 0 : k / nc]) : 1.0);
-      const double xi = load(x, i);
-      if (i == first_bad) *bad_value = static_cast<unsigned long long>(__double_as_longlong(xi));
-      const double v = xi / s;
-      if (fabs(v) > top) ++over;
-      codes[i] = table_encode(v, e);
+    for (int k0 = (blockIdx.x * blockDim.x + threadIdx.x) * V; k0 < K;
+         k0 += gridDim.x * blockDim.x * V) {
+      X xs[V];
+#pragma unroll
+      for (int u = 0; u < V; ++u) xs[u] = x[base + k0 + u];
+      unsigned word = 0;
+#pragma unroll
+      for (int u = 0; u < V; ++u) {
+        const int k = k0 + u;
+        const double s = ts * (srow ? double(srow[cols == 1 ? 0 : k / nc]) : 1.0);
+        const double xi = static_cast<double>(xs[u]);
+        if (base + k == first_bad)
+          *bad_value = static_cast<unsigned long long>(__double_as_longlong(xi));
+        const double v = xi / s;
+        if (fabs(v) > top) ++over;
+        word |= unsigned(table_encode(v, e)) << (8 * u);
+      }
+      if constexpr (V == 4) *reinterpret_cast<unsigned*>(codes + base + k0) = word;
+      else codes[base + k0] = static_cast<unsigned char>(word);
     }
   }
   if (over && saturated) atomicAdd(saturated, over);
+}
+
+// The encode kernel over x, V elements a thread where they lie on one word of codes, on a
+// grid of at most 64 blocks of 256 threads a row and about 8 blocks an SM in all (each block
+// copies the table first: a block per 256 elements copied more of it than it read of x).
+template <class X>
+void launch_encode(const X* x, int T, int K, const float* scales, int cols, int nc,
+                   int rows_per, const float* tensor, const DeviceEncodeTable* table,
+                   const unsigned long long* bad, unsigned char* codes,
+                   unsigned long long* count, unsigned long long* bad_value, cudaStream_t st) {
+  const bool word = K % 4 == 0 && reinterpret_cast<std::uintptr_t>(codes) % 4 == 0;
+  const std::size_t per_block = word ? 1024 : 256;
+  const auto gx =
+      static_cast<unsigned>(std::clamp<std::size_t>((std::size_t(K) + per_block - 1) / per_block,
+                                                    1, 64));
+  const std::size_t most = std::max<std::size_t>(8 * std::size_t(gpu::sm_count()) / gx, 1);
+  const auto gy = static_cast<unsigned>(std::clamp<std::size_t>(std::size_t(T), 1, most));
+  if (word)
+    encode_kernel<X, 4><<<dim3(gx, gy), 256, 0, st>>>(x, T, K, scales, cols, nc, rows_per,
+                                                      tensor, table, bad, codes, count,
+                                                      bad_value);
+  else
+    encode_kernel<X, 1><<<dim3(gx, gy), 256, 0, st>>>(x, T, K, scales, cols, nc, rows_per,
+                                                      tensor, table, bad, codes, count,
+                                                      bad_value);
+  check(cudaGetLastError(), "encode kernel launch");
 }
 
 }  // namespace
@@ -270,25 +305,16 @@ DeviceQuantiseResult run_device_quantise(const DeviceQuantiseJob& j, const Devic
         gpu::cached_constant(j.table, sizeof *j.table));
     const int cols = j.scales ? j.layout.cols : 0;
     const int rows_per = j.deferred ? g.rows_per : 1;
-    // At most 64 blocks of 256 columns a row, and about 2^16 blocks in all (y below 2^16).
-    const unsigned gx =
-        static_cast<unsigned>(std::clamp<std::size_t>((std::size_t(j.K) + 255) / 256, 1, 64));
-    const unsigned gy =
-        static_cast<unsigned>(std::clamp<std::size_t>(std::size_t(j.T), 1, 65535 / gx));
-    const dim3 blocks(gx, gy);
     unsigned long long* count = j.count ? d_count : nullptr;
     unsigned long long* bad_value = j.deferred ? d_count : nullptr;  // no count: its word
     const float* scales = scale_count > 0 ? d_scales : nullptr;
     const float* tensor = tensor_count > 0 ? d_tensor : nullptr;
     if (j.x_double)
-      encode_kernel<<<blocks, 256, 0, st>>>(static_cast<const double*>(j.x), j.T, j.K, scales,
-                                            cols, j.nc, rows_per, tensor, d_table, d_bad,
-                                            j.codes, count, bad_value);
+      launch_encode(static_cast<const double*>(j.x), j.T, j.K, scales, cols, j.nc, rows_per,
+                    tensor, d_table, d_bad, j.codes, count, bad_value, st);
     else
-      encode_kernel<<<blocks, 256, 0, st>>>(static_cast<const float*>(j.x), j.T, j.K, scales,
-                                            cols, j.nc, rows_per, tensor, d_table, d_bad,
-                                            j.codes, count, bad_value);
-    check(cudaGetLastError(), "encode kernel launch");
+      launch_encode(static_cast<const float*>(j.x), j.T, j.K, scales, cols, j.nc, rows_per,
+                    tensor, d_table, d_bad, j.codes, count, bad_value, st);
   }
   if (j.deferred) {
     gpu::defer_bad_element(words, n, st);  // the first bad index and its value

@@ -68,10 +68,24 @@ def transposed(q: tuple, fmt: str, scaling: str, role: str,
     scales), reusable() having said yes. With VERIFY, ``fresh_of()`` (the float transpose)
     is quantised afresh (outside the timers) and a difference raises RuntimeError."""
     codes, scales = q
-    out = (codes.t().contiguous(), scales.t().contiguous())
+    out = (_codes_t(codes), scales.t().contiguous())
     if VERIFY and fresh_of is not None:
         check_same(out, fresh_of(), fmt, scaling, role)
     return out
+
+
+def _codes_t(codes: torch.Tensor) -> torch.Tensor:
+    """codes^T, contiguous: eager CUDA codes through the library's transpose, on torch's
+    current stream (torch's copy of a transposed uint8 tensor ran at about a tenth of the
+    memory's speed on an H100); else torch's."""
+    if (codes.is_cuda and not torch.compiler.is_compiling() and codes.dim() == 2 and
+            codes.is_contiguous() and codes.dtype == torch.uint8):
+        out = torch.empty((codes.shape[1], codes.shape[0]), dtype=torch.uint8,
+                          device=codes.device)
+        _fp8sim._core.transpose_codes_cuda(
+            codes, out, torch.cuda.current_stream(codes.device).cuda_stream)
+        return out
+    return codes.t().contiguous()
 
 
 def check_same(q: tuple, x_t: torch.Tensor, fmt: str, scaling: str, role: str) -> None:

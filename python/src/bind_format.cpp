@@ -267,6 +267,37 @@ void quantize_cuda_deferred(const CudaArray& x, CudaCodes codes, CudaOut& scales
                              scales.data(), caller_stream(stream), x.device_id());
 }
 
+// src (rows x cols uint8, C-contiguous) transposed into dst (cols x rows, C-contiguous), both
+// on one CUDA device, on `stream`, without waiting for the device.
+void transpose_codes_cuda(const CudaCodes& src, CudaCodes dst, std::uintptr_t stream) {
+  const auto c_contiguous = [](const CudaCodes& a) {
+    return a.ndim() == 2 && (a.shape(0) < 2 || a.stride(0) == std::int64_t(a.shape(1))) &&
+           (a.shape(1) < 2 || a.stride(1) == 1);
+  };
+  if (!c_contiguous(src))
+    throw std::invalid_argument("src: expected a C-contiguous 2-D uint8 array");
+  const std::size_t rows = src.shape(0), cols = src.shape(1);
+  if (rows > std::size_t(INT32_MAX) || cols > std::size_t(INT32_MAX))
+    throw std::invalid_argument(fmt::format("src: {} x {} is too large (at most 2^31 - 1 a "
+                                            "side)", rows, cols));
+  if (!c_contiguous(dst) || dst.shape(0) != cols || dst.shape(1) != rows)
+    throw std::invalid_argument(
+        fmt::format("dst: expected a C-contiguous ({}, {}) uint8 array", cols, rows));
+  if (dst.device_id() != src.device_id())
+    throw std::invalid_argument(fmt::format("dst: on CUDA device {}, src on device {}",
+                                            dst.device_id(), src.device_id()));
+  const auto* s = static_cast<const std::uint8_t*>(src.data());
+  std::uint8_t* d = dst.data();
+  const std::size_t n = rows * cols;
+  if (n > 0 && s < d + n && d < s + n)
+    throw std::invalid_argument("dst: overlaps src (the transpose needs another array)");
+  DeviceLaunch launch;
+  launch.stream = caller_stream(stream);
+  launch.device = src.device_id();
+  nb::gil_scoped_release release;
+  run_device_transpose_codes(s, int(rows), int(cols), d, launch);
+}
+
 }  // namespace
 
 void bind_format(nb::module_& m) {
@@ -321,6 +352,10 @@ void bind_format(nb::module_& m) {
         "CUDA device, on `stream` (0: the legacy default one), without waiting for the "
         "device; an element that is not finite makes every scale NaN and is reported by "
         "check_deferred.");
+  m.def("transpose_codes_cuda", &transpose_codes_cuda, nb::arg("src"), nb::arg("dst"),
+        nb::arg("stream"),
+        "run_device_transpose_codes: dst = src^T (uint8, C-contiguous, one CUDA device) on "
+        "`stream` (0: the legacy default one), without waiting for the device.");
   m.def(
       "check_deferred",
       [](bool wait) {

@@ -5,8 +5,8 @@
 // uploaded: the host downloads the finished scales once.
 //
 // sim/ never includes CUDA headers; sim/scaling/quantize_device_stub.cpp defines
-// run_device_quantise (as an error) in a build without CUDA. Plain C++17 so that nvcc compiles
-// it as it is.
+// run_device_quantise and run_device_transpose_codes (as errors) in a build without CUDA.
+// Plain C++17 so that nvcc compiles it as it is.
 #pragma once
 
 #include <cstddef>
@@ -74,5 +74,11 @@ struct DeviceQuantiseResult {
 // are not written at all where an element is not finite.
 DeviceQuantiseResult run_device_quantise(const DeviceQuantiseJob& job,
                                          const DeviceLaunch& launch = {});
+
+// dst (cols x rows, row-major) = src (rows x cols, row-major)^T: one-byte codes in device
+// memory of launch.device, on launch.stream (null: the default stream), without waiting (a
+// quantised operand that a later GEMM reads transposed). src and dst do not overlap.
+void run_device_transpose_codes(const unsigned char* src, int rows, int cols,
+                                unsigned char* dst, const DeviceLaunch& launch);
 
 }  // namespace fp8sim

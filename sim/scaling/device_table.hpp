@@ -31,19 +31,25 @@ FP8SIM_HOST_DEVICE inline int table_floor(const double* value, int n, double a) 
   return lo;
 }
 
-// Where a (value[0] <= a <= value[n-1]) rounds to nearest among value[] (ascending): value[j]
-// (mid false: a is it, or nearer to it than to its neighbour), or the midpoint of value[j]
-// and value[j+1] (mid true), where the table says which way a tie goes.
+// Where a rounds to nearest among value[] (ascending): value[j] (mid false: a is it, or nearer
+// to it than to its neighbour), or the midpoint of value[j] and value[j+1] (mid true), where
+// the table says which way a tie goes.
 struct TableSpot {
   int j;
   bool mid;
 };
-FP8SIM_HOST_DEVICE inline TableSpot table_nearest(const double* value, int n, double a) {
-  const int lo = table_floor(value, n, a);
+
+// TableSpot of a, from its floor lo (value[lo] <= a < value[lo+1], or a == value[lo]).
+FP8SIM_HOST_DEVICE inline TableSpot table_nearest_at(const double* value, int lo, double a) {
   if (value[lo] == a) return {lo, false};
   const double midpoint = 0.5 * (value[lo] + value[lo + 1]);  // exact: adjacent values
   if (a == midpoint) return {lo, true};
   return {a < midpoint ? lo : lo + 1, false};
+}
+
+// TableSpot of a, value[0] <= a <= value[n-1].
+FP8SIM_HOST_DEVICE inline TableSpot table_nearest(const double* value, int n, double a) {
+  return table_nearest_at(value, table_floor(value, n, a), a);
 }
 
 // Round-to-nearest-even with saturation into a signed format of at most 8 bits, as codes: a
@@ -52,14 +58,45 @@ FP8SIM_HOST_DEVICE inline TableSpot table_nearest(const double* value, int n, do
 //   a == value[j]             pos[j] / neg[j]
 //   value[j] < a < value[j+1] the nearer one's code; at the midpoint mid_pos[j] / mid_neg[j]
 // and v == +-0 takes zero_pos / zero_neg.
+// Where a lies is found from its binade (kTableBinades of them from binade0, the double
+// exponent field of value[1]): the largest j with value[j] <= 2^e of binade e (first), and
+// 2^bits slots that hold its values (evenly spaced from 2^e in every ExMy binade: 2^m of
+// them, fewer in the top one); the top bits of a's fraction then give j, which
+// table_floor_from only confirms (it steps where a table is not so: any table stays exact).
+constexpr int kTableBinades = 126;  // (the table's 1800 bytes without padding)
 struct DeviceEncodeTable {
   int n = 0;                 // nonnegative finite values, ascending (value[0] = 0)
-  int unused = 0;            // (no padding: the engine keys its device copy by these bytes)
+  int binade0 = 0;           // the double exponent field of value[1]
   double value[128] = {};
   unsigned char pos[128] = {}, neg[128] = {};
   unsigned char mid_pos[128] = {}, mid_neg[128] = {};
   unsigned char zero_pos = 0, zero_neg = 0, over = 0, over_neg = 0;
+  unsigned char first[kTableBinades] = {}, bits[kTableBinades] = {};
 };
+static_assert(sizeof(DeviceEncodeTable) == 8 + 128 * 8 + 4 * 128 + 4 + 2 * kTableBinades,
+              "no padding: the engine keys its device copy by the table's bytes");
+
+// The largest j < n with value[j] <= a (value[0] <= a), from a first guess j.
+FP8SIM_HOST_DEVICE inline int table_floor_from(const double* value, int n, double a, int j) {
+  while (j + 1 < n && value[j + 1] <= a) ++j;
+  while (j > 0 && value[j] > a) --j;
+  return j;
+}
+
+// The largest j with e.value[j] <= a, for 0 < a <= e.value[e.n - 1], through a's binade.
+FP8SIM_HOST_DEVICE inline int table_floor_binade(const DeviceEncodeTable& e, double a) {
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &a, sizeof bits);
+  int b = static_cast<int>(bits >> 52) - e.binade0;
+  int j = 0;
+  if (b >= 0) {
+    b = b < kTableBinades ? b : kTableBinades - 1;
+    const int k = e.bits[b];
+    j = e.first[b] + (k ? static_cast<int>((bits & 0xfffffffffffffull) >> (52 - k)) : 0);
+    j = j < e.n ? j : e.n - 1;
+  }
+  return table_floor_from(e.value, e.n, a, j);
+}
 
 // The code of v by the table (the device's rounding; the host tests it against encode()).
 FP8SIM_HOST_DEVICE inline unsigned char table_encode(double v, const DeviceEncodeTable& e) {
@@ -69,7 +106,7 @@ FP8SIM_HOST_DEVICE inline unsigned char table_encode(double v, const DeviceEncod
   const double a = neg ? -v : v;
   if (a == 0) return neg ? e.zero_neg : e.zero_pos;
   if (a > e.value[e.n - 1]) return neg ? e.over_neg : e.over;
-  const TableSpot p = table_nearest(e.value, e.n, a);
+  const TableSpot p = table_nearest_at(e.value, table_floor_binade(e, a), a);
   if (p.mid) return neg ? e.mid_neg[p.j] : e.mid_pos[p.j];
   return neg ? e.neg[p.j] : e.pos[p.j];
 }

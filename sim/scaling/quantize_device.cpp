@@ -64,6 +64,19 @@ DeviceEncodeTable device_encode_table(const FormatSpec& f) {
   t.zero_neg = code(-0.0);
   t.over = code(2 * values.back());
   t.over_neg = code(-2 * values.back());
+  // Each binade's floor and count of values (table_floor_binade's guess; any guess is exact).
+  int e1 = 0;
+  std::frexp(values[1], &e1);  // values[1] in [2^(e1-1), 2^e1)
+  t.binade0 = e1 - 1 + 1023;
+  for (int b = 0; b < kTableBinades; ++b) {
+    const double lo = std::ldexp(1.0, t.binade0 - 1023 + b);
+    t.first[b] = static_cast<unsigned char>(table_floor(t.value, t.n, lo));
+    int count = 0;
+    for (double v : values) count += v >= lo && v < 2 * lo;
+    int k = 0;  // 2^k slots of a binade hold its values (all 2^m but the top one of ExMy)
+    while ((1 << k) < count) ++k;
+    t.bits[b] = static_cast<unsigned char>(k);
+  }
   return t;
 }
 

@@ -415,6 +415,45 @@ def test_quantize_on_cuda_long_rows(rng):
                                 f"700x512 {scaling} tensor_rows {rows}")
 
 
+def test_quantize_on_cuda_any_row_length(rng):
+    """Rows of any length (the encode kernel takes four elements a thread where K is a
+    multiple of 4, one elsewhere) and more rows than its grid has blocks (each block walks
+    several): the CPU quantiser's codes and scales."""
+    for T, K in [(1, 1), (3, 5), (2, 7), (1200, 131), (3000, 12), (2, 4099), (2500, 64)]:
+        if K >= 64:
+            x = quant_inputs(rng, "e4m3", T, K)
+        else:
+            x = rng.normal(size=(T, K)) * np.exp2(rng.integers(-40, 40, size=(T, 1)))
+        for dtype in (torch.float64, torch.float32):
+            for scaling, role in (("tensor", "a"), ("row", "b"), ("none", "a")):
+                check_quantize_cuda(torch.from_numpy(x).to(dtype), "e4m3", scaling, role, T,
+                                    f"{T}x{K} {scaling} {dtype}")
+
+
+def test_transposed_codes_on_cuda(rng):
+    """The library's transpose of CUDA codes (fp8sim.torch's reused operands) against torch's,
+    on shapes with partial tiles on either side, on a stream of the tests' own; bad arrays
+    refused in one line."""
+    for R, C in [(1, 1), (1, 300), (300, 1), (64, 64), (65, 129), (127, 4099), (4096, 1024),
+                 (3, 70001)]:
+        src = torch.from_numpy(rng.integers(0, 256, size=(R, C), dtype=np.uint8)).cuda()
+        out = torch.empty((C, R), dtype=torch.uint8, device="cuda")
+        torch.cuda.synchronize()  # src copied on the default stream, read on the side stream
+        with torch.cuda.stream(side_stream()):
+            fp8sim._core.transpose_codes_cuda(src, out, side_stream().cuda_stream)
+            got = out.cpu()
+        assert torch.equal(got, src.cpu().t().contiguous()), f"{R}x{C}"
+    src = torch.zeros(8, 16, dtype=torch.uint8, device="cuda")
+    cases = [(src.t(), torch.empty(8, 16, dtype=torch.uint8, device="cuda"),
+              r"^src: expected a C-contiguous 2-D uint8 array$"),
+             (src, torch.empty(8, 16, dtype=torch.uint8, device="cuda"),
+              r"^dst: expected a C-contiguous \(16, 8\) uint8 array$"),
+             (src, src.view(16, 8), r"^dst: overlaps src")]
+    for a, b, want in cases:
+        with pytest.raises(ValueError, match=want):
+            fp8sim._core.transpose_codes_cuda(a, b, 0)
+
+
 def test_quantize_on_cuda_refuses_bad_input_in_one_line():
     x = torch.ones(4, 256, device="cuda")
     x[2, 7] = float("nan")
