@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 
 #include "engine/deferred_checks.cuh"
 #include "engine/device_memory.cuh"
@@ -29,10 +30,13 @@ constexpr int kPiece = 2048;
 
 // One warp per piece of a (row, column group) segment; the warp's largest |x| goes into its
 // group by an atomic max on the bits of a nonnegative double (ordered as the doubles are).
-// Non-finite elements put the smallest such index into *bad.
-template <class X>
+// Non-finite elements put the smallest such index into *bad. VEC: each lane loads 16 bytes at
+// a time (x on 16 bytes, K and the groups' width multiples of 16 / sizeof(X)).
+template <class X, bool VEC>
 __global__ void amax_kernel(const X* x, int T, int K, DeviceScaleGroups g, int pieces,
                             unsigned long long* amax, unsigned long long* bad) {
+  constexpr int V = VEC ? 16 / sizeof(X) : 1;
+  using Vec = std::conditional_t<sizeof(X) == 4, float4, double2>;
   const int lane = threadIdx.x % 32;
   const std::size_t warps = std::size_t(gridDim.x) * (blockDim.x / 32);
   const std::size_t items = std::size_t(T) * g.cols * pieces;
@@ -45,16 +49,40 @@ __global__ void amax_kernel(const X* x, int T, int K, DeviceScaleGroups g, int p
     const int c = static_cast<int>(segment % g.cols);
     const std::size_t base = t * K + std::size_t(c) * g.width;
     X m = 0;  // a largest magnitude is one of the elements: exact in their own type
-    for (int k = begin + lane; k < end; k += 32) {
-      const X v = fabs(x[base + k]);
-      if (!isfinite(v)) atomicMin(bad, static_cast<unsigned long long>(base + k));
-      else m = fmax(m, v);
+#pragma unroll 4
+    for (int k = begin + lane * V; k < end; k += 32 * V) {
+      X v[V];
+      if constexpr (VEC) {
+        const Vec q = *reinterpret_cast<const Vec*>(x + base + k);
+        std::memcpy(v, &q, sizeof v);
+      } else {
+        v[0] = x[base + k];
+      }
+#pragma unroll
+      for (int u = 0; u < V; ++u) {
+        const X a = fabs(v[u]);
+        if (!isfinite(a)) atomicMin(bad, static_cast<unsigned long long>(base + k + u));
+        else m = fmax(m, a);
+      }
     }
     for (int o = 16; o > 0; o /= 2) m = fmax(m, __shfl_xor_sync(0xffffffffu, m, o));
     if (lane == 0 && m > 0)
       atomicMax(&amax[(t / g.rows_per) * g.cols + c],
                 static_cast<unsigned long long>(__double_as_longlong(double(m))));
   }
+}
+
+// amax_kernel over x, 16 bytes a lane's load where x and its groups lie on them.
+template <class X>
+void launch_amax(const X* x, int T, int K, const DeviceScaleGroups& g, int pieces,
+                 unsigned long long* amax, unsigned long long* bad, cudaStream_t st) {
+  constexpr int V = 16 / sizeof(X);
+  const unsigned blocks = blocks_for(std::size_t(T) * g.cols * pieces * 32);
+  if (K % V == 0 && g.width % V == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0)
+    amax_kernel<X, true><<<blocks, 256, 0, st>>>(x, T, K, g, pieces, amax, bad);
+  else
+    amax_kernel<X, false><<<blocks, 256, 0, st>>>(x, T, K, g, pieces, amax, bad);
+  check(cudaGetLastError(), "amax kernel launch");
 }
 
 // The largest maximum of each group of tensor_rows rows (l.tensor_rows; two-level scales, one
@@ -232,14 +260,10 @@ DeviceQuantiseResult run_device_quantise(const DeviceQuantiseJob& j, const Devic
   // 1. The groups' maxima and the first element that is not finite.
   if (g.cols > 0 && n > 0) {
     const int pieces = (g.width + kPiece - 1) / kPiece;
-    const unsigned blocks = blocks_for(std::size_t(j.T) * g.cols * pieces * 32);
     if (j.x_double)
-      amax_kernel<<<blocks, 256, 0, st>>>(static_cast<const double*>(j.x), j.T, j.K, g, pieces,
-                                          d_amax, d_bad);
+      launch_amax(static_cast<const double*>(j.x), j.T, j.K, g, pieces, d_amax, d_bad, st);
     else
-      amax_kernel<<<blocks, 256, 0, st>>>(static_cast<const float*>(j.x), j.T, j.K, g, pieces,
-                                          d_amax, d_bad);
-    check(cudaGetLastError(), "amax kernel launch");
+      launch_amax(static_cast<const float*>(j.x), j.T, j.K, g, pieces, d_amax, d_bad, st);
   }
 
   // 2. The scales from the maxima (the rule from the device's cached copy, uploaded once per

@@ -582,7 +582,8 @@ def probe(kernel: Optional[Callable[[_np.ndarray, _np.ndarray, _np.ndarray], Arr
 
 from ._invariance import invariance  # noqa: E402 (below the helpers it uses)
 from ._cuda_tensors import (  # noqa: E402 (below the helpers they use)
-    _gemm_cuda, _gemm_cuda_scales_on_device, _quantize_cuda, _quantize_cuda_deferred)
+    _gemm_cuda, _gemm_cuda_scales_on_device, _quantize_cuda, _quantize_cuda_deferred,
+    _written_whole)
 
 
 # Every public function's arguments checked against its annotations first (_args.py): a

@@ -80,8 +80,8 @@ def _codes_t(codes: torch.Tensor) -> torch.Tensor:
     memory's speed on an H100); else torch's."""
     if (codes.is_cuda and not torch.compiler.is_compiling() and codes.dim() == 2 and
             codes.is_contiguous() and codes.dtype == torch.uint8):
-        out = torch.empty((codes.shape[1], codes.shape[0]), dtype=torch.uint8,
-                          device=codes.device)
+        out = _fp8sim._written_whole((codes.shape[1], codes.shape[0]), dtype=torch.uint8,
+                                     device=codes.device)
         _fp8sim._core.transpose_codes_cuda(
             codes, out, torch.cuda.current_stream(codes.device).cuda_stream)
         return out

@@ -198,6 +198,33 @@ def test_float8_linear_recipes_on_cuda_match_cpu_and_are_timed(rng, name):
     assert t_cpu.kernel_s == 0 and 0 < t_gpu.kernel_s <= wall
 
 
+@pytest.mark.parametrize("name", ["fast-accum", "deepseek-v3"])
+def test_float8_linear_on_cuda_under_deterministic_algorithms(rng, name):
+    """Under torch.use_deterministic_algorithms, which fills every new tensor with NaN, but
+    not the library's codes, scales, transposed codes and outputs (its kernels write them
+    whole): the CPU's bits in the output and both gradients."""
+    torch.manual_seed(2)
+    cpu = ft.Float8Linear(512, 384, recipe=name)
+    gpu = ft.Float8Linear(512, 384, recipe=name).cuda()
+    gpu.load_state_dict(cpu.state_dict())
+    x = torch.from_numpy(rng.normal(scale=3.0, size=(256, 512)).astype(np.float32))
+    xc = x.cuda().requires_grad_()
+    x.requires_grad_()
+    y = cpu(x)
+    y.square().sum().backward()
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yc = gpu(xc)
+        yc.square().sum().backward()
+        torch.cuda.synchronize()
+    finally:
+        torch.use_deterministic_algorithms(was)
+    assert torch.equal(y, yc.cpu())
+    assert torch.equal(x.grad, xc.grad.cpu())
+    assert torch.equal(cpu.weight.grad, gpu.weight.grad.cpu())
+
+
 @pytest.mark.parametrize("model,fmt,scale,M,N", [("mxf8f6f4", "e4m3", "ue8m0", 40, 24),
                                                  ("nvfp4", "e2m1", "ue4m3", 40, 24),
                                                  ("nvfp4", "e2m1", "ue4m3", 300, 260),

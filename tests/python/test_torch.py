@@ -174,3 +174,24 @@ def test_scaled_mm_block_scales_are_the_gemm(rng):
     assert np.array_equal(got.numpy().view(np.uint32), want.view(np.uint32))
     with pytest.raises(ValueError, match="not tensor-wise, row-wise"):
         ft.scaled_mm(a, b.t(), sa[:, :1].t(), sb, out_dtype=torch.float32)
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_tensors_the_kernels_write_whole_are_plain_tensors(deterministic):
+    """fp8sim's buffers for codes, scales and GEMM outputs (_written_whole): a new tensor of
+    the shape, dtype, device and strides torch.empty gives, also where deterministic
+    algorithms would fill every new tensor (then not filled: the kernels write them whole)."""
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(deterministic)
+    try:
+        for shape, dtype in [((3, 5), torch.uint8), ((0, 4), torch.float32), ((7,), torch.float32),
+                             ((2, 0, 3), torch.uint8), ((1, 1), torch.float32)]:
+            t = fp8sim._written_whole(shape, dtype=dtype, device="cpu")
+            e = torch.empty(shape, dtype=dtype)
+            assert (t.shape, t.stride(), t.dtype, t.device) == (e.shape, e.stride(), e.dtype,
+                                                                e.device)
+            assert t.is_contiguous() and t.storage_offset() == 0
+            t.fill_(3)  # writable, and its own memory
+            assert bool((t == 3).all())
+    finally:
+        torch.use_deterministic_algorithms(was)
