@@ -88,8 +88,9 @@ TEST_CASE("the GPU quantiser refuses formats it cannot round", "[quantize]") {
 }
 
 TEST_CASE("the GPU quantiser's table rounds exactly from any binade guess", "[quantize]") {
-  // table_floor_binade's guess only shortens the search: guesses from wrong binade entries
-  // (random floors and slot counts) still give encode()'s codes.
+  // Outside the binades found regular, table_nearest_binade's guess only shortens the search:
+  // guesses from wrong binade entries (random floors and slot counts) still give encode()'s
+  // codes.
   std::mt19937_64 gen(2);
   for (const char* name : {"e4m3", "e5m2", "e2m1", "e3m2"}) {
     const FormatSpec f = format_by_name(name);
@@ -97,7 +98,7 @@ TEST_CASE("the GPU quantiser's table rounds exactly from any binade guess", "[qu
     std::uniform_int_distribution<int> first(0, t.n - 1), bits(0, 7);
     for (int b = 0; b < kTableBinades; ++b) {
       t.first[b] = static_cast<unsigned char>(first(gen));
-      t.bits[b] = static_cast<unsigned char>(bits(gen));
+      t.bits[b] = static_cast<unsigned char>(bits(gen));  // never kBinadeRegular
     }
     std::vector<double> probes = test::rounding_probes({t.value, std::size_t(t.n)});
     int mismatches = 0;
@@ -109,4 +110,48 @@ TEST_CASE("the GPU quantiser's table rounds exactly from any binade guess", "[qu
       }
     CHECK(mismatches == 0);
   }
+}
+
+TEST_CASE("every binade of an ExMy format is regular in the GPU quantiser's table", "[quantize]") {
+  // The integer path of table_nearest_binade (which the first test checks against encode())
+  // covers every element between the smallest and the largest value of these formats.
+  for (const char* name : {"e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e3m4", "e2m3", "e3m2",
+                           "e2m1", "e3m3", "e2m2", "e6m1", "e1m6"}) {
+    const DeviceEncodeTable t = device_encode_table(format_by_name(name));
+    int e_top = 0;
+    std::frexp(t.value[t.n - 1], &e_top);  // top in [2^(e_top-1), 2^e_top)
+    const int binades = e_top - 1 + 1023 - t.binade0 + 1;
+    REQUIRE(binades <= kTableBinades);
+    for (int b = 0; b < binades; ++b)
+      if ((t.bits[b] & kBinadeRegular) == 0) FAIL_CHECK(name << ": binade " << b << " irregular");
+  }
+}
+
+TEST_CASE("a table of uneven values rounds as the plain search does", "[quantize]") {
+  // Binades with uneven values, gaps and counts that are not powers of two (no format has
+  // them): index_binades marks them irregular, and table_nearest_binade finds what
+  // table_nearest's binary search finds, on every value, midpoint and neighbour and on draws.
+  DeviceEncodeTable t;
+  const std::vector<double> v = {0, 0.1, 0.3, 0.5, 1, 1.25, 1.5, 1.75, 2, 2.5, 3.75, 4,
+                                 4.5, 5, 5.5, 6, 6.5, 7, 7.5, 8, 9, 11, 15, 16, 40, 96};
+  t.n = static_cast<int>(v.size());
+  for (int i = 0; i < t.n; ++i) t.value[i] = v[i];
+  index_binades(t);
+  int regular = 0;
+  for (int b = 0; b < kTableBinades; ++b) regular += (t.bits[b] & kBinadeRegular) != 0;
+  // [0.5, 1), [1, 2) and [4, 8); not [8, 16), four values and 16 next, but uneven
+  CHECK(regular == 3);
+  std::mt19937_64 gen(3);
+  std::vector<double> probes = test::rounding_probes({t.value, std::size_t(t.n)});
+  std::uniform_real_distribution<double> exponent(-6, std::log2(96.0));
+  for (int i = 0; i < 20000; ++i) probes.push_back(std::exp2(exponent(gen)));
+  int mismatches = 0;
+  for (double a : probes) {
+    if (!(a > 0 && a <= 96)) continue;
+    const TableSpot want = table_nearest(t.value, t.n, a), got = table_nearest_binade(t, a);
+    if ((want.j != got.j || want.mid != got.mid) && ++mismatches <= 5)
+      FAIL_CHECK("a = " << a << ": (" << got.j << ", " << got.mid << "), the search gives ("
+                        << want.j << ", " << want.mid << ")");
+  }
+  CHECK(mismatches == 0);
 }

@@ -60,10 +60,14 @@ FP8SIM_HOST_DEVICE inline TableSpot table_nearest(const double* value, int n, do
 // and v == +-0 takes zero_pos / zero_neg.
 // Where a lies is found from its binade (kTableBinades of them from binade0, the double
 // exponent field of value[1]): the largest j with value[j] <= 2^e of binade e (first), and
-// 2^bits slots that hold its values (evenly spaced from 2^e in every ExMy binade: 2^m of
-// them, fewer in the top one); the top bits of a's fraction then give j, which
-// table_floor_from only confirms (it steps where a table is not so: any table stays exact).
+// 2^k slots that hold its values (bits: k), evenly spaced from 2^e in every ExMy binade (2^m
+// of them, fewer in the top one). Where the host found a binade so (kBinadeRegular: its
+// values are 2^e (1 + i / 2^k) at first + i, and the next binade's first value follows at
+// first + 2^k), the nearest value or midpoint comes from a's fraction bits alone; elsewhere
+// the top bits of the fraction give a first guess that table_floor_from confirms (any table
+// stays exact).
 constexpr int kTableBinades = 126;  // (the table's 1800 bytes without padding)
+constexpr unsigned char kBinadeRegular = 0x80;  // in bits[]: above k
 struct DeviceEncodeTable {
   int n = 0;                 // nonnegative finite values, ascending (value[0] = 0)
   int binade0 = 0;           // the double exponent field of value[1]
@@ -83,19 +87,26 @@ FP8SIM_HOST_DEVICE inline int table_floor_from(const double* value, int n, doubl
   return j;
 }
 
-// The largest j with e.value[j] <= a, for 0 < a <= e.value[e.n - 1], through a's binade.
-FP8SIM_HOST_DEVICE inline int table_floor_binade(const DeviceEncodeTable& e, double a) {
+// TableSpot of a, 0 < a <= e.value[e.n - 1], through a's binade.
+FP8SIM_HOST_DEVICE inline TableSpot table_nearest_binade(const DeviceEncodeTable& e, double a) {
   std::uint64_t bits = 0;
   std::memcpy(&bits, &a, sizeof bits);
   int b = static_cast<int>(bits >> 52) - e.binade0;
   int j = 0;
   if (b >= 0) {
     b = b < kTableBinades ? b : kTableBinades - 1;
-    const int k = e.bits[b];
-    j = e.first[b] + (k ? static_cast<int>((bits & 0xfffffffffffffull) >> (52 - k)) : 0);
+    const int k = e.bits[b] & ~kBinadeRegular;
+    const std::uint64_t fraction = bits & 0xfffffffffffffull;
+    j = e.first[b] + static_cast<int>(fraction >> (52 - k));
+    if (e.bits[b] & kBinadeRegular) {  // a's slot j and its place in it, as integers
+      const std::uint64_t rest = fraction & ((std::uint64_t(1) << (52 - k)) - 1);
+      const std::uint64_t half = std::uint64_t(1) << (51 - k);
+      if (rest == half) return {j, true};
+      return {rest < half ? j : j + 1, false};
+    }
     j = j < e.n ? j : e.n - 1;
   }
-  return table_floor_from(e.value, e.n, a, j);
+  return table_nearest_at(e.value, table_floor_from(e.value, e.n, a, j), a);
 }
 
 // The code of v by the table (the device's rounding; the host tests it against encode()).
@@ -106,7 +117,7 @@ FP8SIM_HOST_DEVICE inline unsigned char table_encode(double v, const DeviceEncod
   const double a = neg ? -v : v;
   if (a == 0) return neg ? e.zero_neg : e.zero_pos;
   if (a > e.value[e.n - 1]) return neg ? e.over_neg : e.over;
-  const TableSpot p = table_nearest_at(e.value, table_floor_binade(e, a), a);
+  const TableSpot p = table_nearest_binade(e, a);
   if (p.mid) return neg ? e.mid_neg[p.j] : e.mid_pos[p.j];
   return neg ? e.neg[p.j] : e.pos[p.j];
 }

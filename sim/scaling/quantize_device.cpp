@@ -32,6 +32,28 @@ std::vector<double> nonnegative_values(const FormatSpec& f) {
 
 }  // namespace
 
+void index_binades(DeviceEncodeTable& t) {
+  int e1 = 0;
+  std::frexp(t.value[1], &e1);  // value[1] in [2^(e1-1), 2^e1)
+  t.binade0 = e1 - 1 + 1023;
+  for (int b = 0; b < kTableBinades; ++b) {
+    const double lo = std::ldexp(1.0, t.binade0 - 1023 + b);
+    const int first = table_floor(t.value, t.n, lo);
+    int count = 0;
+    for (int i = 0; i < t.n; ++i) count += t.value[i] >= lo && t.value[i] < 2 * lo;
+    int k = 0;  // 2^k slots of a binade hold its values (all 2^m but the top one of ExMy)
+    while ((1 << k) < count) ++k;
+    bool regular = count > 0;
+    for (int i = 0; regular && i < count; ++i)  // (i = 0: value[first] is 2^e itself)
+      regular = t.value[first + i] == lo + std::ldexp(lo, -k) * i;
+    const int next = first + (1 << k);  // the next binade's first value, or past the top
+    regular = regular && (next < t.n ? count == (1 << k) && t.value[next] == 2 * lo
+                                     : first + count == t.n);
+    t.first[b] = static_cast<unsigned char>(first);
+    t.bits[b] = static_cast<unsigned char>(k | (regular ? kBinadeRegular : 0));
+  }
+}
+
 DeviceEncodeTable device_encode_table(const FormatSpec& f) {
   if (!f.is_signed || total_bits(f) > 8)
     throw std::invalid_argument(fmt::format(
@@ -64,19 +86,7 @@ DeviceEncodeTable device_encode_table(const FormatSpec& f) {
   t.zero_neg = code(-0.0);
   t.over = code(2 * values.back());
   t.over_neg = code(-2 * values.back());
-  // Each binade's floor and count of values (table_floor_binade's guess; any guess is exact).
-  int e1 = 0;
-  std::frexp(values[1], &e1);  // values[1] in [2^(e1-1), 2^e1)
-  t.binade0 = e1 - 1 + 1023;
-  for (int b = 0; b < kTableBinades; ++b) {
-    const double lo = std::ldexp(1.0, t.binade0 - 1023 + b);
-    t.first[b] = static_cast<unsigned char>(table_floor(t.value, t.n, lo));
-    int count = 0;
-    for (double v : values) count += v >= lo && v < 2 * lo;
-    int k = 0;  // 2^k slots of a binade hold its values (all 2^m but the top one of ExMy)
-    while ((1 << k) < count) ++k;
-    t.bits[b] = static_cast<unsigned char>(k);
-  }
+  index_binades(t);
   return t;
 }
 

@@ -15,6 +15,11 @@ namespace fp8sim {
 // value, each code as encode(decode(code)) gives it back. f: signed, at most 8 bits.
 DeviceEncodeTable device_encode_table(const FormatSpec& f);
 
+// Fills t's binade index (binade0, first, bits: table_nearest_binade's) from t.n and
+// t.value (ascending, value[0] = 0, n >= 2), each binade marked regular only where its values
+// are its slots'.
+void index_binades(DeviceEncodeTable& t);
+
 // The table the device rounds scales with (DeviceRoundTable), every entry decode(encode())
 // of its value. f: unsigned, at most 8 bits, at most 128 nonnegative values (UE4M3).
 DeviceRoundTable device_round_table(const FormatSpec& f);

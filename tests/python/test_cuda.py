@@ -459,10 +459,11 @@ def test_quantize_on_cuda_any_row_length(rng):
 
 def test_transposed_codes_on_cuda(rng):
     """The library's transpose of CUDA codes (fp8sim.torch's reused operands) against torch's,
-    on shapes with partial tiles on either side, on a stream of the tests' own; bad arrays
-    refused in one line."""
+    on shapes with partial tiles on either side, in words and in bytes, on a stream of the
+    tests' own; bad arrays refused in one line."""
     for R, C in [(1, 1), (1, 300), (300, 1), (64, 64), (65, 129), (127, 4099), (4096, 1024),
-                 (3, 70001)]:
+                 (3, 70001), (132, 4100), (4, 68), (8, 6)]:  # 4-byte words where both sides
+        # are multiples of 4, single bytes elsewhere
         src = torch.from_numpy(rng.integers(0, 256, size=(R, C), dtype=np.uint8)).cuda()
         out = torch.empty((C, R), dtype=torch.uint8, device="cuda")
         torch.cuda.synchronize()  # src copied on the default stream, read on the side stream
