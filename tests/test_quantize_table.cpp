@@ -155,3 +155,47 @@ TEST_CASE("a table of uneven values rounds as the plain search does", "[quantize
   }
   CHECK(mismatches == 0);
 }
+
+TEST_CASE("the float quotient's code is the double quotient's", "[quantize][exhaustive]") {
+  // table_encode_quotient (float division, the remainder where q is a midpoint or the largest
+  // value) against table_encode of the double quotient: x near every value and midpoint times
+  // random scales (x = P s rounded to float and its neighbours: quotients just off, and on, the
+  // midpoints), random x and s over the float range, zeros and quotients beyond the largest
+  // value, and the saturation flag.
+  std::mt19937_64 gen(4);
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  std::uniform_int_distribution<int> exp2(-30, 30), wide(-140, 120);
+  for (const char* name : {"e4m3", "e5m2", "e4m3fnuz", "e3m4", "e2m1", "e3m2", "e6m1", "e1m6"}) {
+    const DeviceEncodeTable t = device_encode_table(format_by_name(name));
+    std::vector<double> points = test::rounding_probes({t.value, std::size_t(t.n)});
+    std::vector<std::pair<float, float>> cases;
+    for (double p : points)
+      for (int r = 0; r < 8; ++r) {
+        const float s = std::ldexp(mant(gen), exp2(gen));
+        float x = static_cast<float>(p * s);
+        for (int step = 0; step < 2; ++step) x = std::nextafter(x, 0.0f);
+        for (int step = 0; step < 5; ++step, x = std::nextafter(x, INFINITY)) {
+          cases.emplace_back(x, s);
+          cases.emplace_back(-x, s);
+        }
+      }
+    for (int i = 0; i < 200000; ++i)
+      cases.emplace_back(std::ldexp(mant(gen), wide(gen)) * (i % 2 ? 1.0f : -1.0f),
+                         std::ldexp(mant(gen), wide(gen)));
+    for (float s : {1.0f, 3.0f, 1e-30f, 1e30f})
+      for (float x : {0.0f, -0.0f, 1e-45f, -1e-45f, 3e38f, -3e38f})
+        cases.emplace_back(x, s);
+    int mismatches = 0;
+    for (const auto& [x, s] : cases) {
+      const double v = static_cast<double>(x) / static_cast<double>(s);
+      const unsigned want = table_encode(v, t);
+      const bool want_over = std::fabs(v) > t.value[t.n - 1];
+      bool over = !want_over;
+      const unsigned got = table_encode_quotient(x, s, t, &over);
+      if ((got != want || over != want_over) && ++mismatches <= 5)
+        FAIL_CHECK(name << ": " << x << " / " << s << " gives " << got << (over ? " over" : "")
+                        << ", the double quotient " << want << (want_over ? " over" : ""));
+    }
+    CHECK(mismatches == 0);
+  }
+}

@@ -2,8 +2,9 @@
 // group's largest magnitude, the scales from those (sim/scaling/device_scales.hpp, the host's
 // functions compiled for the device), and every element's code of x / s. Exact: magnitudes
 // are compared, not summed, a scale is computed by the host's own IEEE operations, x / s is one
-// IEEE double division (correctly rounded on the device as on the host), and codes come from
-// the host's table of exact values and midpoints.
+// IEEE double division (correctly rounded on the device as on the host; or, float x under
+// one float scale, a float division and its exact remainder that give the same code), and
+// codes come from the host's table of exact values and midpoints.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -141,7 +142,8 @@ __global__ void scales_kernel(const double* amax, const float* tensor_scales, De
 }
 
 // scales null: every element's scale is its tensor scale (or 1); scales' row of x's row t:
-// t / scale_rows_per. Writes nothing where an element is not finite (*bad < T * K), except
+// t / scale_rows_per. float x under one level of scales: the code of x / s from the float
+// quotient (table_encode_quotient, the double quotient's code); else x / s in double. Writes nothing where an element is not finite (*bad < T * K), except
 // deferred (bad_value set): then every code is written and the first such element's bits (as
 // a double) go into *bad_value. Each thread takes V elements of a row at a time (V = 4: K a
 // multiple of 4 and codes on 4 bytes, written as one word), their loads issued together.
@@ -179,13 +181,20 @@ __global__ void encode_kernel(const X* x, int T, int K, const float* scales, int
 #pragma unroll
       for (int u = 0; u < V; ++u) {
         const int k = k0 + u;
-        const double s = ts * (srow ? double(srow[cols == 1 ? 0 : k / nc]) : 1.0);
-        const double xi = static_cast<double>(xs[u]);
+        const float sk = srow ? srow[cols == 1 ? 0 : k / nc] : 1.0f;
         if (base + k == first_bad)
-          *bad_value = static_cast<unsigned long long>(__double_as_longlong(xi));
-        const double v = xi / s;
-        if (fabs(v) > top) ++over;
-        word |= unsigned(table_encode(v, e)) << (8 * u);
+          *bad_value = static_cast<unsigned long long>(__double_as_longlong(double(xs[u])));
+        bool above = false;
+        unsigned char code;
+        if (std::is_same_v<X, float> && tensor_scales == nullptr) {  // one float scale
+          code = table_encode_quotient(float(xs[u]), sk, e, &above);
+        } else {
+          const double v = static_cast<double>(xs[u]) / (ts * double(sk));
+          above = fabs(v) > top;
+          code = table_encode(v, e);
+        }
+        over += above;
+        word |= unsigned(code) << (8 * u);
       }
       if constexpr (V == 4) *reinterpret_cast<unsigned*>(codes + base + k0) = word;
       else codes[base + k0] = static_cast<unsigned char>(word);

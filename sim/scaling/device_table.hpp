@@ -9,6 +9,7 @@
 // function FP8SIM_HOST_DEVICE (host and device code from the same source).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -120,6 +121,54 @@ FP8SIM_HOST_DEVICE inline unsigned char table_encode(double v, const DeviceEncod
   const TableSpot p = table_nearest_binade(e, a);
   if (p.mid) return neg ? e.mid_neg[p.j] : e.mid_pos[p.j];
   return neg ? e.neg[p.j] : e.pos[p.j];
+}
+
+// The code of the quotient x / s as table_encode(double(x) / s) gives it (and whether its
+// magnitude lies above the largest value: *over), in float arithmetic where it can: q = x / s
+// rounded to float, and the division's remainder x - q s (exact by one fma) where q itself is
+// a midpoint. q is the float nearest x / s and every value and midpoint of an 8-bit format is
+// a float, so no midpoint lies between them: they round alike, except where q is a midpoint
+// (the remainder's sign says which side x / s is, or that it is the tie) or the largest value
+// (above it, x / s saturates). Elsewhere (q below the smallest binade, in one that is not
+// regular, beyond the largest value, not finite) the double quotient's code.
+FP8SIM_HOST_DEVICE inline unsigned char table_encode_quotient(float x, float s,
+                                                              const DeviceEncodeTable& e,
+                                                              bool* over) {
+  const float q = x / s;
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &q, sizeof bits);
+  const bool neg = (bits >> 31) != 0;
+  const float a = neg ? -q : q;
+  const double top = e.value[e.n - 1];
+  const int b = static_cast<int>((bits >> 23) & 0xff) - (e.binade0 - 1023 + 127);
+  if (a != 0 && a <= top && b >= 0 && b < kTableBinades && (e.bits[b] & kBinadeRegular)) {
+    const int k = e.bits[b] & ~kBinadeRegular;
+    const std::uint32_t fraction = bits & 0x7fffffu;
+    const int j = e.first[b] + static_cast<int>(fraction >> (23 - k));
+    const std::uint32_t rest = fraction & ((std::uint32_t(1) << (23 - k)) - 1);
+    const std::uint32_t half = std::uint32_t(1) << (22 - k);
+    *over = false;
+    if (rest != half && a != top) {
+      const int at = rest < half ? j : j + 1;
+      return neg ? e.neg[at] : e.pos[at];
+    }
+    // q is a midpoint or the largest value: which side of it is x / s, in magnitude.
+#if defined(__CUDA_ARCH__)
+    const float r = __fmaf_rn(-q, s, x);
+#else
+    const float r = std::fma(-q, s, x);
+#endif
+    const bool above = r != 0 && ((r > 0) != neg);
+    if (a == top) {
+      *over = above;
+      return above ? (neg ? e.over_neg : e.over) : (neg ? e.neg[j] : e.pos[j]);
+    }
+    if (r == 0) return neg ? e.mid_neg[j] : e.mid_pos[j];
+    return above ? (neg ? e.neg[j + 1] : e.pos[j + 1]) : (neg ? e.neg[j] : e.pos[j]);
+  }
+  const double v = static_cast<double>(x) / static_cast<double>(s);
+  *over = (v < 0 ? -v : v) > top;
+  return table_encode(v, e);
 }
 
 // Round-to-nearest-even with saturation into an unsigned format of at most 8 bits (UE4M3
