@@ -29,6 +29,19 @@ unsigned oracle(double v, const FormatSpec& f) {
   return encode(decode(f, encode(v, f, RoundingSpec{Rounding::rne, Overflow::saturate, 32})), f);
 }
 
+// The probes p and -p whose table_encode differs from the oracle (the first five reported).
+int count_mismatches(const char* name, const FormatSpec& f, const DeviceEncodeTable& t,
+                     const std::vector<double>& probes) {
+  int n = 0;
+  for (double p : probes)
+    for (double v : {p, -p}) {
+      const unsigned want = oracle(v, f), got = table_encode(v, t);
+      if (want != got && ++n <= 5)
+        FAIL_CHECK(name << ": table_encode(" << v << ") = " << got << ", encode gives " << want);
+    }
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE("the GPU quantiser's table rounds as encode() does", "[quantize][exhaustive]") {
@@ -43,14 +56,7 @@ TEST_CASE("the GPU quantiser's table rounds as encode() does", "[quantize][exhau
     std::uniform_real_distribution<double> exponent(std::log2(t.value[1]) - 4,
                                                     std::log2(t.value[t.n - 1]) + 2);
     for (int i = 0; i < 20000; ++i) probes.push_back(std::exp2(exponent(gen)));
-    int mismatches = 0;
-    for (double p : probes)
-      for (double v : {p, -p}) {
-        const unsigned want = oracle(v, f), got = table_encode(v, t);
-        if (want != got && ++mismatches <= 5)
-          FAIL_CHECK(name << ": table_encode(" << v << ") = " << got << ", encode gives " << want);
-      }
-    CHECK(mismatches == 0);
+    CHECK(count_mismatches(name, f, t, probes) == 0);
   }
 }
 
@@ -101,14 +107,7 @@ TEST_CASE("the GPU quantiser's table rounds exactly from any binade guess", "[qu
       t.bits[b] = static_cast<unsigned char>(bits(gen));  // never kBinadeRegular
     }
     std::vector<double> probes = test::rounding_probes({t.value, std::size_t(t.n)});
-    int mismatches = 0;
-    for (double p : probes)
-      for (double v : {p, -p}) {
-        const unsigned want = oracle(v, f), got = table_encode(v, t);
-        if (want != got && ++mismatches <= 5)
-          FAIL_CHECK(name << ": table_encode(" << v << ") = " << got << ", encode gives " << want);
-      }
-    CHECK(mismatches == 0);
+    CHECK(count_mismatches(name, f, t, probes) == 0);
   }
 }
 

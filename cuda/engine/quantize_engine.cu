@@ -143,10 +143,11 @@ __global__ void scales_kernel(const double* amax, const float* tensor_scales, De
 
 // scales null: every element's scale is its tensor scale (or 1); scales' row of x's row t:
 // t / scale_rows_per. float x under one level of scales: the code of x / s from the float
-// quotient (table_encode_quotient, the double quotient's code); else x / s in double. Writes nothing where an element is not finite (*bad < T * K), except
-// deferred (bad_value set): then every code is written and the first such element's bits (as
-// a double) go into *bad_value. Each thread takes V elements of a row at a time (V = 4: K a
-// multiple of 4 and codes on 4 bytes, written as one word), their loads issued together.
+// quotient (table_encode_quotient: the double quotient's code); else x / s in double. Writes
+// nothing where an element is not finite (*bad < T * K), except deferred (bad_value set):
+// then every code is written and the first such element's bits (as a double) go into
+// *bad_value. Each thread takes V elements of a row at a time (V = 4: K a multiple of 4 and
+// codes on 4 bytes, written as one word), their loads issued together.
 template <class X, int V>
 __global__ void encode_kernel(const X* x, int T, int K, const float* scales, int cols, int nc,
                               int scale_rows_per, const float* tensor_scales,

@@ -167,6 +167,18 @@ def test_scaled_mm_and_float8_linear_on_cuda_match_cpu(rng):
     assert torch.equal(cpu.weight.grad, gpu.weight.grad.cpu())
 
 
+def cpu_and_cuda_linears(rng, recipe, out_features: int, seed: int):
+    """A Float8Linear(512, out_features) on the CPU, its copy on CUDA, and one input batch
+    (256 x 512, float32, each a leaf that requires grad) for each."""
+    torch.manual_seed(seed)
+    cpu = ft.Float8Linear(512, out_features, recipe=recipe)
+    gpu = ft.Float8Linear(512, out_features, recipe=recipe).cuda()
+    gpu.load_state_dict(cpu.state_dict())
+    x = torch.from_numpy(rng.normal(scale=3.0, size=(256, 512)).astype(np.float32))
+    xc = x.cuda().requires_grad_()
+    return cpu, gpu, x.requires_grad_(), xc
+
+
 @pytest.mark.parametrize("name", ["fast-accum", "frac10", "tensor", "deepseek-v3", "mxfp8"])
 def test_float8_linear_recipes_on_cuda_match_cpu_and_are_timed(rng, name):
     """Eager CUDA Float8Linear calls the library directly (codes and scales left on the GPU;
@@ -177,13 +189,7 @@ def test_float8_linear_recipes_on_cuda_match_cpu_and_are_timed(rng, name):
     r = {"tensor": ft.Recipe("tensor", g, g, g),
          "frac10": ft.with_model(ft.recipe("fast-accum"), "custom:group=32,frac=10,out=11", 0),
          }.get(name, name)
-    torch.manual_seed(1)
-    cpu = ft.Float8Linear(512, 256, recipe=r)
-    gpu = ft.Float8Linear(512, 256, recipe=r).cuda()
-    gpu.load_state_dict(cpu.state_dict())
-    x = torch.from_numpy(rng.normal(scale=3.0, size=(256, 512)).astype(np.float32))
-    xc = x.cuda().requires_grad_()
-    x.requires_grad_()
+    cpu, gpu, x, xc = cpu_and_cuda_linears(rng, r, 256, seed=1)
     with ft.timed() as t_cpu:
         cpu(x).square().sum().backward()
     t0 = time.perf_counter()
@@ -203,13 +209,7 @@ def test_float8_linear_on_cuda_under_deterministic_algorithms(rng, name):
     """Under torch.use_deterministic_algorithms, which fills every new tensor with NaN, but
     not the library's codes, scales, transposed codes and outputs (its kernels write them
     whole): the CPU's bits in the output and both gradients."""
-    torch.manual_seed(2)
-    cpu = ft.Float8Linear(512, 384, recipe=name)
-    gpu = ft.Float8Linear(512, 384, recipe=name).cuda()
-    gpu.load_state_dict(cpu.state_dict())
-    x = torch.from_numpy(rng.normal(scale=3.0, size=(256, 512)).astype(np.float32))
-    xc = x.cuda().requires_grad_()
-    x.requires_grad_()
+    cpu, gpu, x, xc = cpu_and_cuda_linears(rng, name, 384, seed=2)
     y = cpu(x)
     y.square().sum().backward()
     was = torch.are_deterministic_algorithms_enabled()
