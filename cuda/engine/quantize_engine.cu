@@ -164,7 +164,6 @@ __global__ void encode_kernel(const X* x, int T, int K, const float* scales, int
     words[i] = reinterpret_cast<const int*>(table)[i];
   __syncthreads();
   const DeviceEncodeTable& e = *reinterpret_cast<const DeviceEncodeTable*>(words);
-  const double top = e.value[e.n - 1];
   unsigned long long over = 0;
   // Rows on the grid's y, columns on its x: no 64-bit division of an element's index.
   for (int t = blockIdx.y; t < T; t += gridDim.y) {
@@ -186,14 +185,10 @@ __global__ void encode_kernel(const X* x, int T, int K, const float* scales, int
         if (base + k == first_bad)
           *bad_value = static_cast<unsigned long long>(__double_as_longlong(double(xs[u])));
         bool above = false;
-        unsigned char code;
-        if (std::is_same_v<X, float> && tensor_scales == nullptr) {  // one float scale
-          code = table_encode_quotient(float(xs[u]), sk, e, &above);
-        } else {
-          const double v = static_cast<double>(xs[u]) / (ts * double(sk));
-          above = fabs(v) > top;
-          code = table_encode(v, e);
-        }
+        const unsigned char code =
+            std::is_same_v<X, float> && tensor_scales == nullptr  // one float scale
+                ? table_encode_quotient(float(xs[u]), sk, e, &above)
+                : table_encode_over(static_cast<double>(xs[u]) / (ts * double(sk)), e, &above);
         over += above;
         word |= unsigned(code) << (8 * u);
       }

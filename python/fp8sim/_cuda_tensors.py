@@ -19,17 +19,10 @@ def _written_whole(shape, *, dtype, device):
     import torch.utils.deterministic as det
     if not (torch.are_deterministic_algorithms_enabled() and det.fill_uninitialized_memory):
         return torch.empty(shape, dtype=dtype, device=device)
-    shape = tuple(shape)
-    strides, step = [], 1
-    for d in reversed(shape):  # torch's contiguous strides (a 0 side strides as a 1)
-        strides.append(step)
-        step *= max(d, 1)
-    n = 1
-    for d in shape:
-        n *= d
-    storage = torch.UntypedStorage(n * dtype.itemsize, device=device)
-    return torch.empty(0, dtype=dtype, device=device).set_(storage, 0, shape,
-                                                           tuple(reversed(strides)))
+    layout = torch.empty(shape, dtype=dtype, device="meta")  # torch's strides, no memory
+    storage = torch.UntypedStorage(layout.numel() * dtype.itemsize, device=device)
+    return torch.empty(0, dtype=dtype, device=device).set_(storage, 0, layout.shape,
+                                                           layout.stride())
 
 
 def _quantize_cuda(x, fmt: str, scaling: str, role: str, tensor_rows: int,

@@ -123,6 +123,13 @@ FP8SIM_HOST_DEVICE inline unsigned char table_encode(double v, const DeviceEncod
   return neg ? e.neg[p.j] : e.pos[p.j];
 }
 
+// table_encode's code of v, and whether |v| lies above the largest value (*over: saturated).
+FP8SIM_HOST_DEVICE inline unsigned char table_encode_over(double v, const DeviceEncodeTable& e,
+                                                          bool* over) {
+  *over = (v < 0 ? -v : v) > e.value[e.n - 1];
+  return table_encode(v, e);
+}
+
 // The code of the quotient x / s as table_encode(double(x) / s) gives it (and whether its
 // magnitude lies above the largest value: *over), in float arithmetic where it can: q = x / s
 // rounded to float, and the division's remainder x - q s (exact by one fma) where q itself is
@@ -166,9 +173,7 @@ FP8SIM_HOST_DEVICE inline unsigned char table_encode_quotient(float x, float s,
     if (r == 0) return neg ? e.mid_neg[j] : e.mid_pos[j];
     return above ? (neg ? e.neg[j + 1] : e.pos[j + 1]) : (neg ? e.neg[j] : e.pos[j]);
   }
-  const double v = static_cast<double>(x) / static_cast<double>(s);
-  *over = (v < 0 ? -v : v) > top;
-  return table_encode(v, e);
+  return table_encode_over(static_cast<double>(x) / static_cast<double>(s), e, over);
 }
 
 // Round-to-nearest-even with saturation into an unsigned format of at most 8 bits (UE4M3
