@@ -36,12 +36,7 @@ View checked_view(const Array& a, std::string_view name, std::string_view descr,
     throw std::runtime_error(fmt::format("{}: expected dtype {}, got {}", name, descr, v.descr));
   if (ndim >= 0 && int(a.ndim()) != ndim)
     throw std::runtime_error(fmt::format("{}: expected {} dimensions, got {}", name, ndim, a.ndim()));
-  std::int64_t expect = 1;
-  for (std::size_t i = a.ndim(); i-- > 0;) {
-    if (a.shape(i) > 1 && a.stride(i) != expect)
-      throw std::runtime_error(fmt::format("{}: not C-contiguous", name));
-    expect *= std::int64_t(a.shape(i));
-  }
+  if (!c_contiguous(a)) throw std::runtime_error(fmt::format("{}: not C-contiguous", name));
   return v;
 }
 

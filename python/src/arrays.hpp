@@ -27,6 +27,18 @@ inline void* caller_stream(std::uintptr_t stream) {
   return reinterpret_cast<void*>(stream == 0 ? std::uintptr_t{1} : stream);
 }
 
+// Whether `a` is C-contiguous as NumPy and torch say it: each side's stride the product of the
+// sides after it, where that side is longer than 1 (a side of 1 may have any stride).
+template <class Array>
+bool c_contiguous(const Array& a) {
+  std::int64_t expect = 1;
+  for (std::size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) > 1 && a.stride(i) != expect) return false;
+    expect *= static_cast<std::int64_t>(a.shape(i));
+  }
+  return true;
+}
+
 // A checked view of an argument: its .npy dtype spelling ("|u1", "<f4", ...), shape and data.
 struct View {
   std::string descr;

@@ -209,8 +209,7 @@ View resident_operand(const CudaArray& x, const CudaCodes& codes) {
   if (v.descr != "<f4" && v.descr != "<f8")
     throw std::invalid_argument(fmt::format("x: expected dtype <f4 or <f8, got {}", v.descr));
   const std::size_t T = v.shape[0], K = v.shape[1];
-  if (codes.ndim() != 2 || codes.shape(0) != T || codes.shape(1) != K ||
-      codes.stride(0) != std::int64_t(K) || (K > 1 && codes.stride(1) != 1))
+  if (codes.ndim() != 2 || codes.shape(0) != T || codes.shape(1) != K || !c_contiguous(codes))
     throw std::invalid_argument(
         fmt::format("codes: expected a C-contiguous ({}, {}) uint8 array", T, K));
   if (codes.device_id() != x.device_id())
@@ -255,8 +254,7 @@ void quantize_cuda_deferred(const CudaArray& x, CudaCodes codes, CudaOut& scales
   const std::size_t T = v.shape[0], K = v.shape[1];
   const ScaleShape sh = gemm_scale_shape(s, r, int(T), int(K), 0);
   if (sh.cols > 0 && (scales.ndim() != 2 || scales.shape(0) != std::size_t(sh.rows) ||
-      scales.shape(1) != std::size_t(sh.cols) || scales.stride(0) != std::int64_t(sh.cols) ||
-      (sh.cols > 1 && scales.stride(1) != 1)))  // none: refused below, by name
+      scales.shape(1) != std::size_t(sh.cols) || !c_contiguous(scales)))  // none: refused below
     throw std::invalid_argument(fmt::format(
         "scales: expected a C-contiguous ({}, {}) float32 array", sh.rows, sh.cols));
   if (scales.device_id() != x.device_id())
@@ -270,17 +268,13 @@ void quantize_cuda_deferred(const CudaArray& x, CudaCodes codes, CudaOut& scales
 // src (rows x cols uint8, C-contiguous) transposed into dst (cols x rows, C-contiguous), both
 // on one CUDA device, on `stream`, without waiting for the device.
 void transpose_codes_cuda(const CudaCodes& src, CudaCodes dst, std::uintptr_t stream) {
-  const auto c_contiguous = [](const CudaCodes& a) {
-    return a.ndim() == 2 && (a.shape(0) < 2 || a.stride(0) == std::int64_t(a.shape(1))) &&
-           (a.shape(1) < 2 || a.stride(1) == 1);
-  };
-  if (!c_contiguous(src))
+  if (src.ndim() != 2 || !c_contiguous(src))
     throw std::invalid_argument("src: expected a C-contiguous 2-D uint8 array");
   const std::size_t rows = src.shape(0), cols = src.shape(1);
   if (rows > std::size_t(INT32_MAX) || cols > std::size_t(INT32_MAX))
     throw std::invalid_argument(fmt::format("src: {} x {} is too large (at most 2^31 - 1 a "
                                             "side)", rows, cols));
-  if (!c_contiguous(dst) || dst.shape(0) != cols || dst.shape(1) != rows)
+  if (dst.ndim() != 2 || dst.shape(0) != cols || dst.shape(1) != rows || !c_contiguous(dst))
     throw std::invalid_argument(
         fmt::format("dst: expected a C-contiguous ({}, {}) uint8 array", cols, rows));
   if (dst.device_id() != src.device_id())

@@ -110,8 +110,7 @@ CudaGemm cuda_gemm(const CudaArray& a, const CudaArray& b, const std::optional<C
   x.B = static_cast<const std::uint8_t*>(B.data);
   same_device(x.device, b.device_id(), "b");
   same_device(x.device, d.device_id(), "out");
-  if (d.ndim() != 2 || d.shape(0) != M || d.shape(1) != N || d.stride(0) != std::int64_t(N) ||
-      (N > 1 && d.stride(1) != 1))
+  if (d.ndim() != 2 || d.shape(0) != M || d.shape(1) != N || !c_contiguous(d))
     throw std::runtime_error(
         fmt::format("out: expected a C-contiguous ({}, {}) float32 array", M, N));
   if (c) {

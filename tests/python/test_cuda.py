@@ -482,6 +482,50 @@ def test_transposed_codes_on_cuda(rng):
             fp8sim._core.transpose_codes_cuda(a, b, 0)
 
 
+def test_one_row_views_are_contiguous_at_every_cuda_entry(rng):
+    """torch's rule for C-contiguous arrays at every CUDA entry of the core: a side of 1 may
+    have any stride (a one-row slice of a wider tensor is contiguous for torch, and
+    .contiguous() returns it as it is). Codes, scales, D and transposes written into such
+    views equal those written into fresh tensors; a view torch calls non-contiguous is still
+    refused."""
+    K, N = 256, 8
+
+    def one_row(dtype, cols):  # row 1 of a wider tensor: stride(0) is cols + 40, not cols
+        view = torch.zeros(3, cols + 40, dtype=dtype, device="cuda")[1:2, :cols]
+        assert view.is_contiguous() and view.stride(0) != cols
+        return view
+
+    x = torch.from_numpy(rng.standard_normal((1, K)).astype(np.float32)).cuda()
+    w = torch.from_numpy(rng.standard_normal((N, K)).astype(np.float32)).cuda()
+    got, want = one_row(torch.uint8, K), torch.empty(1, K, dtype=torch.uint8, device="cuda")
+    scales = [fp8sim._core.quantize_cuda(x, c, "e4m3", "tensor", "a", 0, 0, True)
+              for c in (got, want)]
+    assert torch.equal(got, want) and str(scales[0]) == str(scales[1])
+    rows, cols = fp8sim._cuda_tensors._scale_shape(1, K, "block128", "a")
+    assert (rows, cols) == (1, 2)
+    codes = [one_row(torch.uint8, K), torch.empty(1, K, dtype=torch.uint8, device="cuda")]
+    sc = [one_row(torch.float32, cols), torch.empty(rows, cols, device="cuda")]
+    for c, s in zip(codes, sc):
+        fp8sim._core.quantize_cuda_deferred(x, c, s, "e4m3", "block128", "a", 0)
+    assert torch.equal(codes[0], codes[1]) and torch.equal(sc[0], sc[1])
+    wc, ws = fp8sim._quantize_cuda_deferred(w, "e4m3", "block128", "b")
+    options = fp8sim._gemm_options(scaling="block128", model="hopper-wgmma", promote_every=128,
+                                   scale_order="deepgemm")
+    outs = [one_row(torch.float32, N), torch.empty(1, N, device="cuda")]
+    for out in outs:
+        fp8sim._core.gemm_cuda_scales_on_device(codes[1], wc, None, out, sc[1], ws, options, 0)
+    assert same_bits(outs[0].cpu().numpy(), outs[1].cpu().numpy())
+    src = one_row(torch.uint8, K)
+    src.copy_(want)
+    dst = torch.empty(K, 1, dtype=torch.uint8, device="cuda")
+    fp8sim._core.transpose_codes_cuda(src, dst, 0)
+    assert torch.equal(dst.cpu(), want.cpu().t())
+    with pytest.raises(ValueError, match=r"^codes: expected a C-contiguous \(2, 256\) uint8 array$"):
+        two_rows = torch.empty(2, K + 40, dtype=torch.uint8, device="cuda")[:, :K]
+        fp8sim._core.quantize_cuda(torch.ones(2, K, device="cuda"), two_rows, "e4m3", "tensor",
+                                   "a", 0, 0, True)
+
+
 def test_quantize_on_cuda_refuses_bad_input_in_one_line():
     x = torch.ones(4, 256, device="cuda")
     x[2, 7] = float("nan")
