@@ -520,8 +520,9 @@ def test_one_row_views_are_contiguous_at_every_cuda_entry(rng):
     dst = torch.empty(K, 1, dtype=torch.uint8, device="cuda")
     fp8sim._core.transpose_codes_cuda(src, dst, 0)
     assert torch.equal(dst.cpu(), want.cpu().t())
-    with pytest.raises(ValueError, match=r"^codes: expected a C-contiguous \(2, 256\) uint8 array$"):
-        two_rows = torch.empty(2, K + 40, dtype=torch.uint8, device="cuda")[:, :K]
+    two_rows = torch.empty(2, K + 40, dtype=torch.uint8, device="cuda")[:, :K]
+    with pytest.raises(ValueError, match=r"^codes: expected a C-contiguous \(2, 256\) uint8 "
+                                         r"array$"):
         fp8sim._core.quantize_cuda(torch.ones(2, K, device="cuda"), two_rows, "e4m3", "tensor",
                                    "a", 0, 0, True)
 
