@@ -121,6 +121,14 @@ __device__ __forceinline__ float wide_step_output(long long S, double mgd, unsig
   return out;
 }
 
+// The wide step's output ends on 8 x 2 outputs a thread run in this many chains (step 3
+// below; on 4 x 2, one): one chain spilled least (16 bytes, 32 with four or eight, 260 with
+// two, 92 with sixteen; ptxas, 128 registers), four let more of the ends' latency overlap.
+// H100, 2026-11-27, kernels, 4096^3, never promoted, one chain against four and eight:
+// hopper-mma-f16 2.65e12-2.67e12 against 2.71e12-2.73e12 and 2.70e12-2.72e12; mxf8f6f4
+// (2.96e12) and blackwell-fp8 (3.15e12-3.17e12) the same.
+constexpr int kWideChains = 4;
+
 template <int G, bool RNE, int MODE, int TM, int TN, int BM, int BN, int MIN_BLOCKS,
           bool WIDE = false>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
@@ -330,7 +338,9 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
       load_words(bbits, &Bbits[tx * TN]);
       const int kend = kb + G;
       const bool promote_now = kend == next_promote || kend >= K;
-      float largest = 0.0f;  // WIDE: the largest output magnitude (Inf: one overflowed)
+      // WIDE: the largest output magnitude of each chain of ends (Inf: one overflowed)
+      constexpr int CHAINS = TM * TN >= 16 ? kWideChains : 1;
+      float largest[CHAINS] = {};
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -339,14 +349,16 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
           if constexpr (WIDE) {  // the even and odd sums, and the negative terms' -1s
             const long long S = static_cast<long long>(static_cast<int>(sum[i][j])) +
                                 static_cast<int>(sum_lo[i][j]) + q;
-            // The outputs' ends one after another: each reads `largest` as the one before
-            // left it (ANDed with a zero the compiler cannot see); run side by side, their
-            // temporaries spill (ptxas, 128 registers at two blocks an SM).
-            const unsigned chain = __float_as_uint(largest) & (tp.one - 1);
+            // The outputs' ends in CHAINS chains, one after another in each: an end reads
+            // its chain's `largest` as the one before left it (ANDed with a zero the compiler
+            // cannot see); all side by side, their temporaries spill (ptxas, 128 registers at
+            // two blocks an SM).
+            float& last = largest[(i * TN + j) % CHAINS];
+            const unsigned chain = __float_as_uint(last) & (tp.one - 1);
             const double m = __hiloint2double(__double2hiint(mgd[i][j]),
                                               __double2loint(mgd[i][j]) | chain);
             acc[i][j] = wide_step_output<JOIN>(S, m, low, acc[i][j]);
-            largest = fmaxf(largest, fabsf(acc[i][j]));
+            last = fmaxf(last, fabsf(acc[i][j]));
             continue;
           }
           const int S = static_cast<int>(sum[i][j] + magic[i][j] * (2 * q - G) + q);
@@ -375,7 +387,10 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
         }
       // A wide step's output that overflowed (rare) is redone by the per-output kernel.
       if constexpr (WIDE) {
-        if (!(largest <= 0x1.fffffep127f)) {  // Inf: the largest float fails
+        float most = largest[0];
+#pragma unroll
+        for (int c = 1; c < CHAINS; ++c) most = fmaxf(most, largest[c]);
+        if (!(most <= 0x1.fffffep127f)) {  // Inf: the largest float fails
 #pragma unroll
           for (int i = 0; i < TM; ++i)
 #pragma unroll
