@@ -202,6 +202,22 @@ nb::tuple quantize(const AnyArray& x, const std::string& format, const std::stri
 
 using CudaCodes = nb::ndarray<std::uint8_t, nb::device::cuda>;
 
+// Argument `name` as a C-contiguous rows x cols array of `what`, or one line saying so.
+template <class Array>
+void check_matrix(const Array& a, const char* name, std::size_t rows, std::size_t cols,
+                  const char* what) {
+  if (a.ndim() != 2 || a.shape(0) != rows || a.shape(1) != cols || !c_contiguous(a))
+    throw std::invalid_argument(fmt::format("{}: expected a C-contiguous ({}, {}) {} array",
+                                            name, rows, cols, what));
+}
+
+// Argument `name` (on CUDA device `id`) beside `other` (on `device`), or one line naming both.
+void check_device(const char* name, int id, const char* other, int device) {
+  if (id != device)
+    throw std::invalid_argument(
+        fmt::format("{}: on CUDA device {}, {} on device {}", name, id, other, device));
+}
+
 // x (T x K float32 or float64) and codes (T x K uint8, C-contiguous) on one CUDA device, as
 // the CUDA quantiser takes them: x's view.
 View resident_operand(const CudaArray& x, const CudaCodes& codes) {
@@ -209,12 +225,8 @@ View resident_operand(const CudaArray& x, const CudaCodes& codes) {
   if (v.descr != "<f4" && v.descr != "<f8")
     throw std::invalid_argument(fmt::format("x: expected dtype <f4 or <f8, got {}", v.descr));
   const std::size_t T = v.shape[0], K = v.shape[1];
-  if (codes.ndim() != 2 || codes.shape(0) != T || codes.shape(1) != K || !c_contiguous(codes))
-    throw std::invalid_argument(
-        fmt::format("codes: expected a C-contiguous ({}, {}) uint8 array", T, K));
-  if (codes.device_id() != x.device_id())
-    throw std::invalid_argument(fmt::format("codes: on CUDA device {}, x on device {}",
-                                            codes.device_id(), x.device_id()));
+  check_matrix(codes, "codes", T, K, "uint8");
+  check_device("codes", codes.device_id(), "x", x.device_id());
   return v;
 }
 
@@ -253,13 +265,9 @@ void quantize_cuda_deferred(const CudaArray& x, CudaCodes codes, CudaOut& scales
   const View v = resident_operand(x, codes);
   const std::size_t T = v.shape[0], K = v.shape[1];
   const ScaleShape sh = gemm_scale_shape(s, r, int(T), int(K), 0);
-  if (sh.cols > 0 && (scales.ndim() != 2 || scales.shape(0) != std::size_t(sh.rows) ||
-      scales.shape(1) != std::size_t(sh.cols) || !c_contiguous(scales)))  // none: refused below
-    throw std::invalid_argument(fmt::format(
-        "scales: expected a C-contiguous ({}, {}) float32 array", sh.rows, sh.cols));
-  if (scales.device_id() != x.device_id())
-    throw std::invalid_argument(fmt::format("scales: on CUDA device {}, x on device {}",
-                                            scales.device_id(), x.device_id()));
+  if (sh.cols > 0)  // none: refused below, by name
+    check_matrix(scales, "scales", std::size_t(sh.rows), std::size_t(sh.cols), "float32");
+  check_device("scales", scales.device_id(), "x", x.device_id());
   nb::gil_scoped_release release;
   quantise_resident_deferred(s, r, f, int(T), int(K), v.data, v.descr == "<f8", codes.data(),
                              scales.data(), caller_stream(stream), x.device_id());
@@ -274,12 +282,8 @@ void transpose_codes_cuda(const CudaCodes& src, CudaCodes dst, std::uintptr_t st
   if (rows > std::size_t(INT32_MAX) || cols > std::size_t(INT32_MAX))
     throw std::invalid_argument(fmt::format("src: {} x {} is too large (at most 2^31 - 1 a "
                                             "side)", rows, cols));
-  if (dst.ndim() != 2 || dst.shape(0) != cols || dst.shape(1) != rows || !c_contiguous(dst))
-    throw std::invalid_argument(
-        fmt::format("dst: expected a C-contiguous ({}, {}) uint8 array", cols, rows));
-  if (dst.device_id() != src.device_id())
-    throw std::invalid_argument(fmt::format("dst: on CUDA device {}, src on device {}",
-                                            dst.device_id(), src.device_id()));
+  check_matrix(dst, "dst", cols, rows, "uint8");
+  check_device("dst", dst.device_id(), "src", src.device_id());
   const auto* s = static_cast<const std::uint8_t*>(src.data());
   std::uint8_t* d = dst.data();
   const std::size_t n = rows * cols;
