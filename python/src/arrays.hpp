@@ -1,10 +1,12 @@
 // arrays: NumPy / DLPack arrays crossing into the core without copies, and results going back.
 #pragma once
 
+#include <fmt/format.h>
 #include <nanobind/ndarray.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +39,24 @@ bool c_contiguous(const Array& a) {
     expect *= static_cast<std::int64_t>(a.shape(i));
   }
   return true;
+}
+
+// Argument `name` as a C-contiguous rows x cols array of `what`, or one line (an Error) saying
+// so.
+template <class Error = std::invalid_argument, class Array>
+void check_matrix(const Array& a, const char* name, std::size_t rows, std::size_t cols,
+                  const char* what) {
+  if (a.ndim() != 2 || a.shape(0) != rows || a.shape(1) != cols || !c_contiguous(a))
+    throw Error(fmt::format("{}: expected a C-contiguous ({}, {}) {} array", name, rows, cols,
+                            what));
+}
+
+// Argument `name` (on CUDA device `id`) beside `other` (on `device`), or one line (an Error)
+// naming both.
+template <class Error = std::invalid_argument>
+void check_device(const char* name, int id, const char* other, int device) {
+  if (id != device)
+    throw Error(fmt::format("{}: on CUDA device {}, {} on device {}", name, id, other, device));
 }
 
 // A checked view of an argument: its .npy dtype spelling ("|u1", "<f4", ...), shape and data.

@@ -202,22 +202,6 @@ nb::tuple quantize(const AnyArray& x, const std::string& format, const std::stri
 
 using CudaCodes = nb::ndarray<std::uint8_t, nb::device::cuda>;
 
-// Argument `name` as a C-contiguous rows x cols array of `what`, or one line saying so.
-template <class Array>
-void check_matrix(const Array& a, const char* name, std::size_t rows, std::size_t cols,
-                  const char* what) {
-  if (a.ndim() != 2 || a.shape(0) != rows || a.shape(1) != cols || !c_contiguous(a))
-    throw std::invalid_argument(fmt::format("{}: expected a C-contiguous ({}, {}) {} array",
-                                            name, rows, cols, what));
-}
-
-// Argument `name` (on CUDA device `id`) beside `other` (on `device`), or one line naming both.
-void check_device(const char* name, int id, const char* other, int device) {
-  if (id != device)
-    throw std::invalid_argument(
-        fmt::format("{}: on CUDA device {}, {} on device {}", name, id, other, device));
-}
-
 // x (T x K float32 or float64) and codes (T x K uint8, C-contiguous) on one CUDA device, as
 // the CUDA quantiser takes them: x's view.
 View resident_operand(const CudaArray& x, const CudaCodes& codes) {

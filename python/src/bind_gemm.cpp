@@ -23,12 +23,6 @@
 namespace fp8sim::py {
 namespace {
 
-// An argument on CUDA device `id` where a is on `device`: one line naming it otherwise.
-void same_device(int device, int id, const char* what) {
-  if (id != device)
-    throw std::runtime_error(fmt::format("{}: on CUDA device {}, a on device {}", what, id, device));
-}
-
 // A bias argument as float32 values (N of them), or empty.
 std::vector<float> bias_values(const std::optional<AnyArray>& bias, std::size_t N) {
   if (!bias) return {};
@@ -108,13 +102,11 @@ CudaGemm cuda_gemm(const CudaArray& a, const CudaArray& b, const std::optional<C
   x.device = a.device_id();
   x.A = static_cast<const std::uint8_t*>(A.data);
   x.B = static_cast<const std::uint8_t*>(B.data);
-  same_device(x.device, b.device_id(), "b");
-  same_device(x.device, d.device_id(), "out");
-  if (d.ndim() != 2 || d.shape(0) != M || d.shape(1) != N || !c_contiguous(d))
-    throw std::runtime_error(
-        fmt::format("out: expected a C-contiguous ({}, {}) float32 array", M, N));
+  check_device<std::runtime_error>("b", b.device_id(), "a", x.device);
+  check_device<std::runtime_error>("out", d.device_id(), "a", x.device);
+  check_matrix<std::runtime_error>(d, "out", M, N, "float32");
   if (c) {
-    same_device(x.device, c->device_id(), "c");
+    check_device<std::runtime_error>("c", c->device_id(), "a", x.device);
     const View v = view(*c, "c", "<f4", 2);
     if (v.shape != std::vector<std::size_t>{M, N})
       throw std::runtime_error(fmt::format("c: expected shape ({}, {}), got ({}, {})", M, N,
@@ -146,8 +138,8 @@ void run_gemm_cuda_scales_on_device(const CudaArray& a, const CudaArray& b,
                                     const CudaArray& a_scales, const CudaArray& b_scales,
                                     const GemmOptions& g, std::uintptr_t stream) {
   const CudaGemm x = cuda_gemm(a, b, c, d, g, true, true);
-  same_device(x.device, a_scales.device_id(), "a_scales");
-  same_device(x.device, b_scales.device_id(), "b_scales");
+  check_device<std::runtime_error>("a_scales", a_scales.device_id(), "a", x.device);
+  check_device<std::runtime_error>("b_scales", b_scales.device_id(), "a", x.device);
   const int M = int(x.M), N = int(x.N), K = int(x.K);
   validate(x.s, M, N, K);
   if (x.s.scaling == Scaling::none)
