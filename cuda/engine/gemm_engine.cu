@@ -188,7 +188,8 @@ void allow_shared_memory(int bytes) {
 
 // The float kernel: both operands prepared (transposed, padded, exponents, sign bits) once
 // per GEMM, then the tiles. The prepared copies live on the stream until the kernel is done.
-template <int G, bool RNE, int MODE, int TM, int TN, int BM, int BN, int MINB, bool WIDE = false>
+template <int G, bool RNE, int MODE, int TM, int TN, int BM, int BN, int MINB, bool WIDE = false,
+          int WX = (BN / TN < 32 ? BN / TN : 32)>
 void launch_f32_shape(const Params& p, cudaStream_t st) {
   gpu::TileParams tp;
   tp.p = p;
@@ -254,7 +255,7 @@ void launch_f32_shape(const Params& p, cudaStream_t st) {
     tp.ta = {av, ae, ab, mp, kp};
     tp.tb = {bv, be, bb, np, kp};
   }
-  constexpr auto kernel = gpu::tiled_gemm_f32<G, RNE, MODE, TM, TN, BM, BN, MINB, WIDE>;
+  constexpr auto kernel = gpu::tiled_gemm_f32<G, RNE, MODE, TM, TN, BM, BN, MINB, WIDE, WX>;
   allow_shared_memory<kernel>(gpu::tiled_f32_smem_bytes(BM, BN, TM, TN, kValueBytes) +
                               gpu::kTileLutBytes);
   const dim3 grid((p.g.N + BN - 1) / BN, (p.g.M + BM - 1) / BM);
@@ -286,7 +287,12 @@ void launch_tiled_f32(const Params& p, cudaStream_t st) {
   // (H100, 2026-11-27, promoted never / every 128 with block scales, kernels: 3072x1024x4096
   // 4.53e12 / 4.39e12 against 3.69e12 / 3.60e12, 1024x1024x4096 4.06e12 / 3.92e12 against
   // 3.46e12 / 3.37e12; below one, 4096x128x1024, 2.73e12 / 2.58e12 against 3.03e12 /
-  // 2.99e12). Every tile shape gives the same bits.
+  // 2.99e12). Every tile shape gives the same bits. The 64 x 64 tiles' warps each run the
+  // thread tiles of 8 columns by 4 rows (32 x 32 outputs: tiled_gemm_f32's WX), whose operands
+  // take fewer shared-memory wavefronts than 16 columns by 2 rows' (64 x 16 outputs; H100, 2026-11-27, kernels, never promoted,
+  // hopper-wgmma, twice each: 4096^3 4.72e12 / 4.76e12 to 4.77e12 / 4.80e12, 4096x1024x4096
+  // 4.59e12 / 4.60e12 to 4.62e12 / 4.63e12, 4096x4096x1024 4.67e12 / 4.66e12 to 4.69e12 /
+  // 4.70e12, 1024x1024x4096 the same).
   const long long big_blocks = (p.g.M + 63LL) / 64 * ((p.g.N + 63LL) / 64);
   if (big_blocks < 2LL * 3 * gpu::sm_count()) {
     if (p.g.M <= 16) return launch_f32_shape<G, RNE, MODE, 4, 2, 16, 64, 6>(p, st);
@@ -294,7 +300,7 @@ void launch_tiled_f32(const Params& p, cudaStream_t st) {
                         gpu::k_parallel_pass(p, big_blocks, 3, gpu::kTileBk) == 0))
       return launch_f32_shape<G, RNE, MODE, 4, 2, 32, 64, 3>(p, st);
   }
-  launch_f32_shape<G, RNE, MODE, 8, 4, 64, 64, 3>(p, st);
+  launch_f32_shape<G, RNE, MODE, 8, 4, 64, 64, 3, false, 8>(p, st);
 }
 
 // The float kernel's instance: the step length, the cut, and how c enters (gpu::TileMode).

@@ -87,6 +87,14 @@ struct GridRange {
   }
 };
 
+// WX (tiled_gemm_f32): a warp's 32 threads run the thread tiles of WX columns by 32 / WX rows
+// of the block's TX x (BM / TM) grid of thread tiles (WX = TX: whole rows, warp by warp). Fewer
+// columns mean fewer distinct B operands and more distinct A ones a warp's loads touch; the
+// bits do not depend on it. For the double step (8 x 2 outputs a thread) 16 columns instead
+// of 32 made no difference (H100, 2026-11-27, 4096^3 kernels, twice each: mxf8f6f4 2.95e12 /
+// 2.97e12 against 2.96e12 / 2.99e12), and 4 x 4 outputs a thread were slower with 8 or 16
+// columns (2.73e12 to 2.78e12; ptxas spilled 84 bytes against 32).
+
 // How c enters the step and how the step's output is rounded, fixed at compile time so that
 // the per-step code has no branch on it: c joins and the e8mX output is cut toward zero or
 // rounded to nearest even (DeviceModel::output_rounding), or c is added after the step into
@@ -130,7 +138,7 @@ __device__ __forceinline__ float wide_step_output(long long S, double mgd, unsig
 constexpr int kWideChains = 4;
 
 template <int G, bool RNE, int MODE, int TM, int TN, int BM, int BN, int MIN_BLOCKS,
-          bool WIDE = false>
+          bool WIDE = false, int WX = (BN / TN < 32 ? BN / TN : 32)>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
     tiled_gemm_f32(const TileParams tp) {
   constexpr int BK = kTileBk, PAD = kTilePad, TX = BN / TN, NT = (BM / TM) * TX;
@@ -154,7 +162,10 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
   const uint2* lut = reinterpret_cast<const uint2*>(at);   // read as codes: the code tables
   const bool codes = tp.ta.code != nullptr;
   const DeviceGemm& g = p.g;
-  const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
+  static_assert(32 % WX == 0 && TX % WX == 0 && (BM / TM) % (32 / WX) == 0);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int tx = lane % WX + WX * (warp % (TX / WX)),
+            ty = (warp / (TX / WX)) * (32 / WX) + lane / WX;
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   const int M = g.M, N = g.N, K = g.K;
   const int chunk = g.promote_every == 0 ? K : g.promote_every;
