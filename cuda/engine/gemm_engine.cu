@@ -328,7 +328,11 @@ void launch_tiled_f32_for(const Params& p, bool rne, cudaStream_t st) {
 // mxf8f6f4; with 8 x 4 outputs a thread mxf8f6f4 1.72e12, with 4 x 4 2.28e12, within 3%); for
 // M <= 32 where those tiles do not fill the GPU twice, 4 x 2 on 32 x 64 tiles (at every M:
 // 2.48e12, 2.65e12 and 2.19e12 against 2.63e12, 2.83e12 and 2.27e12 since the step's end
-// below, H100, 2026-11-26).
+// below, H100, 2026-11-26). On the 32 x 64 tiles a warp runs the thread tiles of 16 columns
+// by 2 rows (tiled_gemm_f32's WX), not one row of 32: mxf8f6f4, kernels, twice each (H100,
+// 2026-11-27), 32x7168x4096 1.43e12 / 1.44e12 to 1.53e12 both, 16x4096x7168 3.71e11 /
+// 3.72e11 to 3.80e11 both (8 columns by 4 rows the same); c's add mode (blackwell-fp8) makes
+// the same loads. The 64 x 64 tiles keep whole rows (gemm_engine_tiled_f32.cuh).
 // Terms and outputs cut toward zero only (every preset's: a custom model that rounds either
 // to nearest, or has more fraction bits, keeps the generic double-step kernel), so c's entry
 // is the only mode: eight instances, not sixteen. The step's end (wide_step_output) is branch
@@ -342,8 +346,8 @@ void launch_tiled_wide(const Params& p, cudaStream_t st) {
   const bool join = p.g.model.c_entry == 0;
   const long long big_blocks = (p.g.M + 63LL) / 64 * ((p.g.N + 63LL) / 64);
   if (p.g.M <= 32 && big_blocks < 2LL * 2 * gpu::sm_count())
-    return join ? launch_f32_shape<G, RNE, J, 4, 2, 32, 64, 3, W>(p, st)
-                : launch_f32_shape<G, RNE, A, 4, 2, 32, 64, 3, W>(p, st);
+    return join ? launch_f32_shape<G, RNE, J, 4, 2, 32, 64, 3, W, 16>(p, st)
+                : launch_f32_shape<G, RNE, A, 4, 2, 32, 64, 3, W, 16>(p, st);
   join ? launch_f32_shape<G, RNE, J, 8, 2, 64, 64, 2, W>(p, st)
        : launch_f32_shape<G, RNE, A, 8, 2, 64, 64, 2, W>(p, st);
 }

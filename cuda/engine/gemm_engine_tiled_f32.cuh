@@ -93,7 +93,11 @@ struct GridRange {
 // bits do not depend on it. For the double step (8 x 2 outputs a thread) 16 columns instead
 // of 32 made no difference (H100, 2026-11-27, 4096^3 kernels, twice each: mxf8f6f4 2.95e12 /
 // 2.97e12 against 2.96e12 / 2.99e12), and 4 x 4 outputs a thread were slower with 8 or 16
-// columns (2.73e12 to 2.78e12; ptxas spilled 84 bytes against 32).
+// columns (2.73e12 to 2.78e12; ptxas spilled 84 bytes against 32). The float kernel's 4 x 2
+// outputs a thread keep whole rows too: 16 or 8 columns were no faster at 16x4096x7168 and
+// 64x7168x16384 and slower at 32x4096x7168 (3.05e12 / 3.08e12 to 2.93e12-2.98e12) and
+// 4096x128x1024 (hopper-wgmma, H100, 2026-11-27); the double step's are faster with 16
+// (gemm_engine.cu, launch_tiled_wide).
 
 // How c enters the step and how the step's output is rounded, fixed at compile time so that
 // the per-step code has no branch on it: c joins and the e8mX output is cut toward zero or
