@@ -332,7 +332,11 @@ void launch_tiled_f32_for(const Params& p, bool rne, cudaStream_t st) {
 // by 2 rows (tiled_gemm_f32's WX), not one row of 32: mxf8f6f4, kernels, twice each (H100,
 // 2026-11-27), 32x7168x4096 1.43e12 / 1.44e12 to 1.53e12 both, 16x4096x7168 3.71e11 /
 // 3.72e11 to 3.80e11 both (8 columns by 4 rows the same); c's add mode (blackwell-fp8) makes
-// the same loads. The 64 x 64 tiles keep whole rows (gemm_engine_tiled_f32.cuh).
+// the same loads. The 64 x 64 tiles keep whole rows (gemm_engine_tiled_f32.cuh). Those 32 x
+// 64 tiles at every M, 16 columns, are still slower (the same day, twice each, kernels:
+// mxf8f6f4 4096^3 2.74e12 against 2.96e12, 4224x4096x4096 2.78e12 against 3.05e12,
+// 8192x8192x2048 2.78e12 against 3.04e12; blackwell-fp8 and hopper-mma-f16 at 4096^3 2.93e12
+// and 2.47e12 against 3.15e12 and 2.71e12).
 // Terms and outputs cut toward zero only (every preset's: a custom model that rounds either
 // to nearest, or has more fraction bits, keeps the generic double-step kernel), so c's entry
 // is the only mode: eight instances, not sixteen. The step's end (wide_step_output) is branch
