@@ -289,10 +289,10 @@ void launch_tiled_f32(const Params& p, cudaStream_t st) {
   // 3.46e12 / 3.37e12; below one, 4096x128x1024, 2.73e12 / 2.58e12 against 3.03e12 /
   // 2.99e12). Every tile shape gives the same bits. The 64 x 64 tiles' warps each run the
   // thread tiles of 8 columns by 4 rows (32 x 32 outputs: tiled_gemm_f32's WX), whose operands
-  // take fewer shared-memory wavefronts than 16 columns by 2 rows' (64 x 16 outputs; H100, 2026-11-27, kernels, never promoted,
-  // hopper-wgmma, twice each: 4096^3 4.72e12 / 4.76e12 to 4.77e12 / 4.80e12, 4096x1024x4096
-  // 4.59e12 / 4.60e12 to 4.62e12 / 4.63e12, 4096x4096x1024 4.67e12 / 4.66e12 to 4.69e12 /
-  // 4.70e12, 1024x1024x4096 the same).
+  // take fewer shared-memory wavefronts than 16 columns by 2 rows' (64 x 16 outputs). H100,
+  // 2026-11-27, kernels, never promoted, hopper-wgmma, twice each: 4096^3 4.72e12 / 4.76e12 to
+  // 4.77e12 / 4.80e12, 4096x1024x4096 4.59e12 / 4.60e12 to 4.62e12 / 4.63e12, 4096x4096x1024
+  // 4.67e12 / 4.66e12 to 4.69e12 / 4.70e12, 1024x1024x4096 the same.
   const long long big_blocks = (p.g.M + 63LL) / 64 * ((p.g.N + 63LL) / 64);
   if (big_blocks < 2LL * 3 * gpu::sm_count()) {
     if (p.g.M <= 16) return launch_f32_shape<G, RNE, MODE, 4, 2, 16, 64, 6>(p, st);
