@@ -189,7 +189,7 @@ void allow_shared_memory(int bytes) {
 // The float kernel: both operands prepared (transposed, padded, exponents, sign bits) once
 // per GEMM, then the tiles. The prepared copies live on the stream until the kernel is done.
 template <int G, bool RNE, int MODE, int TM, int TN, int BM, int BN, int MINB, bool WIDE = false,
-          int WX = (BN / TN < 32 ? BN / TN : 32)>
+          int WX = BN / TN>
 void launch_f32_shape(const Params& p, cudaStream_t st) {
   gpu::TileParams tp;
   tp.p = p;

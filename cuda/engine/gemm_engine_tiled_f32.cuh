@@ -142,7 +142,7 @@ __device__ __forceinline__ float wide_step_output(long long S, double mgd, unsig
 constexpr int kWideChains = 4;
 
 template <int G, bool RNE, int MODE, int TM, int TN, int BM, int BN, int MIN_BLOCKS,
-          bool WIDE = false, int WX = (BN / TN < 32 ? BN / TN : 32)>
+          bool WIDE = false, int WX = BN / TN>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
     tiled_gemm_f32(const TileParams tp) {
   constexpr int BK = kTileBk, PAD = kTilePad, TX = BN / TN, NT = (BM / TM) * TX;
