@@ -66,22 +66,33 @@ run)
   for tree in base this; do  # each tree's own study script and module
     src="$root" site="$root/build-gpu/site"
     [ $tree = base ] && src="$base_src" site="$root/build-gpu-base/site"
+    rm -rf "${out:?}/$tree-first"
     PYTHONPATH="$site" "$python" "$src/experiments/train_study.py" --preset wide --device cuda \
       --configs "${CONFIGS:-fast-accum,deepseek-v3}" --seeds 1 --steps "${STEPS:-20}" \
       --corpus "$corpus" --out "$out/$tree" > "$out/$tree.log" 2>&1 || failed+=("study $tree")
     tail -n 4 "$out/$tree.log"
+    # A tree whose study does not record its first step apart (older ones): that step timed
+    # by a run of one step, so that both trees' steps after the first compare.
+    head -n 1 "$out/$tree/train_time.csv" 2>/dev/null | grep -q first_step_s ||
+      PYTHONPATH="$site" "$python" "$src/experiments/train_study.py" --preset wide --device cuda \
+        --configs "${CONFIGS:-fast-accum,deepseek-v3}" --seeds 1 --steps 1 --corpus "$corpus" \
+        --out "$out/$tree-first" > "$out/$tree-first.log" 2>&1 || failed+=("study $tree, 1 step")
   done
   for f in train_curves.csv train_gemm.csv train_final.csv; do
     if cmp -s "$out/base/$f" "$out/this/$f"; then echo "same $f"
     else echo "DIFFERENT $f"; failed+=("$f"); fi
   done
   "$python" - "$out" <<'EOF'
-import csv, sys
+import csv, os, sys
 out = sys.argv[1]
 for tree in ("base", "this"):
+    firsts = {}  # older trees do not record their first step: a run of one step's
+    if os.path.exists(f"{out}/{tree}-first/train_time.csv"):
+        firsts = {r["config"]: float(r["step_s"])
+                  for r in csv.DictReader(open(f"{out}/{tree}-first/train_time.csv"))}
     for r in csv.DictReader(open(f"{out}/{tree}/train_time.csv")):
         n = int(r["steps"])
-        first = float(r.get("first_step_s") or "nan")  # older trees do not record it
+        first = float(r.get("first_step_s") or firsts.get(r["config"], "nan"))
         later = (float(r["step_s"]) - first) / (n - 1) if n > 1 else float("nan")
         print(f"{tree:4s} {r['config']:12s} {float(r['step_s']) / n:.4f} s/step ({later:.4f} "
               f"after the first), GEMM kernels "

@@ -189,7 +189,7 @@ void allow_shared_memory(int bytes) {
 // The float kernel: both operands prepared (transposed, padded, exponents, sign bits) once
 // per GEMM, then the tiles. The prepared copies live on the stream until the kernel is done.
 template <int G, bool RNE, int MODE, int TM, int TN, int BM, int BN, int MINB, bool WIDE = false,
-          int WX = BN / TN>
+          int WX = BN / TN, bool CHAIN = false>
 void launch_f32_shape(const Params& p, cudaStream_t st) {
   gpu::TileParams tp;
   tp.p = p;
@@ -255,7 +255,7 @@ void launch_f32_shape(const Params& p, cudaStream_t st) {
     tp.ta = {av, ae, ab, mp, kp};
     tp.tb = {bv, be, bb, np, kp};
   }
-  constexpr auto kernel = gpu::tiled_gemm_f32<G, RNE, MODE, TM, TN, BM, BN, MINB, WIDE, WX>;
+  constexpr auto kernel = gpu::tiled_gemm_f32<G, RNE, MODE, TM, TN, BM, BN, MINB, WIDE, WX, CHAIN>;
   allow_shared_memory<kernel>(gpu::tiled_f32_smem_bytes(BM, BN, TM, TN, kValueBytes) +
                               gpu::kTileLutBytes);
   const dim3 grid((p.g.N + BN - 1) / BN, (p.g.M + BM - 1) / BM);
@@ -300,6 +300,11 @@ void launch_tiled_f32(const Params& p, cudaStream_t st) {
                         gpu::k_parallel_pass(p, big_blocks, 3, gpu::kTileBk) == 0))
       return launch_f32_shape<G, RNE, MODE, 4, 2, 32, 64, 3>(p, st);
   }
+  // Terms cut toward zero whose step sums fit 22 bits ((G + 1) 2^(frac + 2): hopper-wgmma's
+  // frac 13) on chains (gemm_engine_tiled_f32.cuh, float_chain).
+  if constexpr (!RNE)
+    if ((G + 1LL) << (p.g.model.frac_bits + 2) <= (1LL << 22))
+      return launch_f32_shape<G, RNE, MODE, 8, 4, 64, 64, 3, false, 8, true>(p, st);
   launch_f32_shape<G, RNE, MODE, 8, 4, 64, 64, 3, false, 8>(p, st);
 }
 

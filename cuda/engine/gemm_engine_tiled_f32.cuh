@@ -18,6 +18,10 @@
 //   negative terms (a popcount of the step's sign bits), exactly as integers; the float sum
 //   of fast_step and this integer sum are the same number (all terms lie on 2^E and the sum
 //   fits 24 bits: DeviceStep::f32's condition), so the step's bits do not change.
+//   CHAIN (terms cut toward zero whose step sums fit 22 bits, hopper-wgmma's frac 13; the
+//   64 x 64 tiles): one LOP3 sign flip and one FFMA.RM a product onto a chain instead
+//   (float_chain, as the WIDE step's below), no int32 sum and no popcount: H100, 2026-11-27,
+//   kernels 4.77e12 to 5.18e12 at 4096^3, 4.92e12 to 5.35e12 at 8192^3.
 // The operands are prepared once per GEMM (prepare_tile_operand: transposed, padded, with
 // their exponents and sign bits), so that a block's slab loads are 16-byte copies; or, for
 // resident codes (Params::codes), read in place: each thread decodes one row's 32 codes of
@@ -25,12 +29,12 @@
 // so that no prepared copy exists.
 // WIDE (double steps, DeviceStep::f64, of at most 25 fraction bits (26 in steps of 16):
 // Blackwell's FP8 and MX steps, Hopper's and Ampere's HMMA): a cut magnitude n needs up to
-// frac + 2 > 23 bits, so each product is one DFMA.RZ |a| |b| + 2^(E + 52) (the operands'
-// magnitudes held as doubles in the shared-memory tiles, converted once as a slab is loaded
-// rather than at each of their uses), whose low word is n; the even and the odd
-// products summed in two int32 words, joined in int64 at the step's end and rounded once in a
-// double (wide_step_output); block scales folded into resident codes are applied as a slab is
-// decoded.
+// frac + 2 > 23 bits, so each product is one sign flip and one DFMA rounded toward -Inf
+// (wide_chain: the operands' magnitudes held as doubles in the shared-memory tiles,
+// converted once as a slab is loaded rather than at each of their uses) onto its output's
+// chain 1.5 2^(E + 52) + S 2^E, whose significand is the signed sum S of the cut magnitudes;
+// S is rounded once at the step's end (wide_step_output); block scales folded into resident
+// codes are applied as a slab is decoded.
 // Outputs it cannot finish exactly (an Inf or NaN operand or C, grids outside float's range)
 // get kRedoBits and are redone by the per-output kernel, as with the generic tiled kernel.
 // K-parallel (Params::chunks set, gemm_engine_kpar.cuh): a block runs the chunks of slice
@@ -133,21 +137,70 @@ __device__ __forceinline__ float wide_step_output(long long S, double mgd, unsig
   return out;
 }
 
-// The wide step's output ends on 8 x 2 outputs a thread run in this many chains (step 3
-// below; on 4 x 2, one): one chain spilled least (16 bytes, 32 with four or eight, 260 with
-// two, 92 with sixteen; ptxas, 128 registers), four let more of the ends' latency overlap.
-// H100, 2026-11-27, kernels, 4096^3, never promoted, one chain against four and eight:
-// hopper-mma-f16 2.65e12-2.67e12 against 2.71e12-2.73e12 and 2.70e12-2.72e12; mxf8f6f4
-// (2.96e12) and blackwell-fp8 (3.15e12-3.17e12) the same.
-constexpr int kWideChains = 4;
+// A wide step's products on a chain (tiled_gemm_f32's WIDE), one DFMA a product: an output's
+// chain holds +-C, C = 1.5 2^(E + 52) + S 2^E with S the signed sum so far of its products'
+// magnitudes cut toward zero to the grid 2^E (|S| < 2^33: C stays in [2^(E + 52), 2^(E +
+// 53)), whose spacing is 2^E); its sign is the last product's. A product's sign flip (the
+// sign bit of its own sign against the product before: wide_flip_masks) makes the chain's
+// sign the product's, then |a| |b| + chain rounded toward -Inf is C +- the cut |a| |b| again
+// (a positive product: C + |a||b| rounded down; a negative one: -(C - cut) = -C + |a||b|
+// rounded down): no integer sums, no count of negative terms.
+__device__ __forceinline__ double wide_chain(double a, double b, unsigned flip, double chain) {
+  const double signed_chain =
+      __hiloint2double(__double2hiint(chain) ^ static_cast<int>(flip), __double2loint(chain));
+  return __fma_rd(a, b, signed_chain);
+}
+
+// The float step's chain (tiled_gemm_f32's CHAIN): wide_chain's in float, from 1.5 2^(E + 23)
+// (its spacing 2^E while |S| < 2^22): the products exact in float (DeviceStep::f32), their
+// magnitudes cut by one FFMA rounded toward -Inf.
+__device__ __forceinline__ float float_chain(float a, float b, unsigned flip, float chain) {
+  return __fmaf_rd(fabsf(a), fabsf(b), __uint_as_float(__float_as_uint(chain) ^ flip));
+}
+
+// S of a chain (wide_chain): C's significand less 1.5's, the sign bit and exponent dropped.
+__device__ __forceinline__ long long wide_chain_sum(double chain) {
+  const unsigned high = (static_cast<unsigned>(__double2hiint(chain)) & 0xfffffu) - 0x80000u;
+  return static_cast<long long>(static_cast<unsigned long long>(high) << 32 |
+                                static_cast<unsigned>(__double2loint(chain)));
+}
+
+// A slab's sign masks (all-ones for a negative value) made, for the wide step, sign flips:
+// bit 31 set where the value's sign differs from the one before it in its row (K - 1), or,
+// at a step's first product, where the value is negative (chains start positive). From the
+// rows' sign bits (Abits, Bbits); each thread a row's PER products.
+template <int BM, int BN, int NT, int PAD, int G>
+__device__ __forceinline__ void wide_flip_masks(int (*Am)[BM + PAD], const unsigned* Abits,
+                                                int (*Bm)[BN + PAD], const unsigned* Bbits) {
+  constexpr int ROWS = BM + BN, PARTS = NT / ROWS >= 2 ? 2 : 1, PER = kTileBk / PARTS;
+  static_assert(NT >= ROWS && (G == 32 || G == 16) && kTileBk == 32);
+  const int t = threadIdx.x;
+  if (t >= PARTS * ROWS) return;
+  const int part = t / ROWS, r = t - part * ROWS;
+  const bool is_a = r < BM;
+  const unsigned bits = is_a ? Abits[r] : Bbits[r - BM];
+  constexpr unsigned kFirsts = G == 32 ? 1u : 0x00010001u;  // the steps' first products
+  const unsigned flips = bits ^ ((bits << 1) & ~kFirsts);
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const int k = part * PER + i;
+    const int m = static_cast<int>((flips >> k) << 31);
+    if (is_a) Am[k][r] = m;
+    else Bm[k][r - BM] = m;
+  }
+}
 
 template <int G, bool RNE, int MODE, int TM, int TN, int BM, int BN, int MIN_BLOCKS,
-          bool WIDE = false, int WX = BN / TN>
+          bool WIDE = false, int WX = BN / TN, bool CHAIN = false>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
     tiled_gemm_f32(const TileParams tp) {
   constexpr int BK = kTileBk, PAD = kTilePad, TX = BN / TN, NT = (BM / TM) * TX;
   constexpr bool JOIN = MODE != kAddFp32, OUT_RNE = MODE == kJoinRne;
   static_assert(!WIDE || !RNE, "the double step cuts its terms (and c's) toward zero");
+  // CHAIN: the float step's products on chains too (wide_chain's, in float: float_chain),
+  // where the launch finds |S| < 2^22 and the terms cut toward zero.
+  constexpr bool FCHAIN = CHAIN && !WIDE;
+  static_assert(!FCHAIN || !RNE, "a chain cuts its terms toward zero");
   using V = std::conditional_t<WIDE, double, float>;  // the tiles' values (tile_value)
   static_assert(BK % G == 0 && NT % 32 == 0 && (TM % 8 == 0 || TM == 4 || TM == 2) &&
                 (TN % 4 == 0 || TN <= 2) && BM + BN <= NT);  // BM + BN: CodeSlabPart
@@ -217,6 +270,10 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
       load_tile_slab<BN, NT, true, PAD>(tp.tb, n0, k0, Bs, Bm, Be, Bbits);
     }
     __syncthreads();
+    if constexpr (WIDE || FCHAIN) {  // the sign masks made flips (wide_flip_masks)
+      wide_flip_masks<BM, BN, NT, PAD, G>(Am, Abits, Bm, Bbits);
+      __syncthreads();
+    }
     if (codes && k0 + BK < kr.end)
       fetch_code_slab<BM, BN, NT, WIDE>(tp, m0, n0, k0 + BK, fold_base, next);
 #pragma unroll 1
@@ -248,7 +305,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
       // A grid outside float's range (rare: a huge C, Inf or NaN operands) sends all of this
       // thread's outputs to the per-output kernel (GridRange: one predicate, no per-output bit).
       unsigned magic[TM][TN];
-      double mgd[TM][TN];  // WIDE: 2^(E + 52)
+      double wsum[TM][TN];  // WIDE: the products' chains, from 1.5 2^(E + 52) (wide_chain)
       GridRange range;
 #pragma unroll
       for (int i = 0; i < TM; i += 2)
@@ -261,7 +318,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
             for (int k = 0; k < 2; ++k) {
               const int e = k ? static_cast<int>(w) >> 16 : static_cast<int>(w << 16) >> 16;
               const int E = e < kZeroExponent + 400 ? 0 : e - frac;
-              mgd[i + k][j] = Magic<double>::pow2(E + 52);
+              wsum[i + k][j] = __hiloint2double(
+                  __double2hiint(Magic<double>::pow2(E + 52)) | 0x80000, 0);
             }
           } else {
             const unsigned g = tile_magic_exponents(w, frac);
@@ -275,12 +333,11 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
       // 2. Every term's magnitude cut to its output's grid; the signed terms summed in int32,
       //    from c's term (a join: c cut to the grid, in units of it, signed; after this the
       //    products' pass needs no register for c).
-      unsigned sum[TM][TN], sum_lo[TM][TN];  // sum_lo: WIDE's odd products
+      unsigned sum[TM][TN];
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
-          sum_lo[i][j] = 0;
           if constexpr (JOIN && !WIDE) {  // WIDE: c's term at the step's end, in int64
             const float c = acc[i][j], mg = __uint_as_float(magic[i][j]);
             const unsigned tc = __float_as_uint(RNE ? __fadd_rn(fabsf(c), mg)
@@ -299,27 +356,35 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
         load_words(b, &Bs[s + kk][tx * TN]);
         load_words(sb, reinterpret_cast<const unsigned*>(&Bm[s + kk][tx * TN]));
       };
-      // WIDE: each product cut by one DFMA, |a| |b| + 2^(E + 52) rounded toward zero, whose
-      // low word is n < 2^(frac + 2); even and odd products summed apart (the launch keeps
-      // frac small enough that G / 2 of them fit int32).
-      auto dfma_terms = [&](int kk, unsigned (&into)[TM][TN]) {
-        V da[TM], db[TN];  // the magnitudes, doubles already
-        unsigned sa[TM], sb[TN];
-        load_operands(kk, da, sa, db, sb);
+      float fsum[TM][TN];  // FCHAIN: the chains from 1.5 2^(E + 23), c's term in (float_chain)
+      if constexpr (FCHAIN) {
 #pragma unroll
         for (int i = 0; i < TM; ++i)
 #pragma unroll
-          for (int j = 0; j < TN; ++j) {
-            const double t = __fma_rz(da[i], db[j], mgd[i][j]);
-            into[i][j] = (static_cast<unsigned>(__double2loint(t)) ^ sa[i] ^ sb[j]) * tp.one +
-                         into[i][j];
-          }
-      };
-      if constexpr (WIDE) {
-#pragma unroll 1
-        for (int kk = 0; kk < G; kk += 2) {
-          dfma_terms(kk, sum);
-          dfma_terms(kk + 1, sum_lo);
+          for (int j = 0; j < TN; ++j)
+            fsum[i][j] = __uint_as_float(magic[i][j] + 0x400000u + sum[i][j]);
+#pragma unroll 2
+        for (int kk = 0; kk < G; ++kk) {
+          V a[TM], b[TN];
+          unsigned fa[TM], fb[TN];  // sign flips (wide_flip_masks)
+          load_operands(kk, a, fa, b, fb);
+#pragma unroll
+          for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j)
+              fsum[i][j] = float_chain(a[i], b[j], fa[i] ^ fb[j], fsum[i][j]);
+        }
+      } else if constexpr (WIDE) {  // each product's cut added to its output's chain (wide_chain)
+#pragma unroll 2
+        for (int kk = 0; kk < G; ++kk) {
+          V da[TM], db[TN];  // the magnitudes, doubles already
+          unsigned fa[TM], fb[TN];  // sign flips (wide_flip_masks)
+          load_operands(kk, da, fa, db, fb);
+#pragma unroll
+          for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j)
+              wsum[i][j] = wide_chain(da[i], db[j], fa[i] ^ fb[j], wsum[i][j]);
         }
       } else {
 #pragma unroll 2
@@ -348,35 +413,43 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
       //    step's output rounding on t's bits (t is 0 or at least 2^E >= 2^-126: never below
       //    fp32's normal range), c added after (add).
       const unsigned step_bits = G == 32 ? 0xffffffffu : ((1u << G) - 1) << s;
-      unsigned abits[TM], bbits[TN];
-      load_words(abits, &Abits[ty * TM]);
-      load_words(bbits, &Bbits[tx * TN]);
+      unsigned abits[TM], bbits[TN];  // the float step's: its negative terms' count
+      if constexpr (!WIDE && !FCHAIN) {
+        load_words(abits, &Abits[ty * TM]);
+        load_words(bbits, &Bbits[tx * TN]);
+      }
       const int kend = kb + G;
       const bool promote_now = kend == next_promote || kend >= K;
-      // WIDE: the largest output magnitude of each chain of ends (Inf: one overflowed)
-      constexpr int CHAINS = TM * TN >= 16 ? kWideChains : 1;
-      float largest[CHAINS] = {};
+      // WIDE: the largest output magnitude so far (Inf: one overflowed)
+      float largest = 0.0f;
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
-          const unsigned q = __popc((abits[i] ^ bbits[j]) & step_bits);
-          if constexpr (WIDE) {  // the even and odd sums, and the negative terms' -1s
-            const long long S = static_cast<long long>(static_cast<int>(sum[i][j])) +
-                                static_cast<int>(sum_lo[i][j]) + q;
-            // The outputs' ends in CHAINS chains, one after another in each: an end reads
-            // its chain's `largest` as the one before left it (ANDed with a zero the compiler
-            // cannot see); all side by side, their temporaries spill (ptxas, 128 registers at
-            // two blocks an SM).
-            float& last = largest[(i * TN + j) % CHAINS];
-            const unsigned chain = __float_as_uint(last) & (tp.one - 1);
-            const double m = __hiloint2double(__double2hiint(mgd[i][j]),
-                                              __double2loint(mgd[i][j]) | chain);
+          if constexpr (WIDE) {  // the chain's sum, and 2^(E + 52) from its exponent
+            const long long S = wide_chain_sum(wsum[i][j]);
+            const unsigned grid_bits = static_cast<unsigned>(__double2hiint(wsum[i][j])) &
+                                       0x7ff00000u;
+            // The outputs' ends one after another: an end reads `largest` as the one before
+            // left it (ANDed with a zero the compiler cannot see); side by side, their
+            // temporaries spill (ptxas, 128 registers at two blocks an SM). H100, 2026-11-27,
+            // kernels, 4096^3, against four such chains of ends: mxf8f6f4 3.43e12 against
+            // 3.18e12, blackwell-fp8 3.45e12 against 3.41e12, hopper-mma-f16 3.04e12 against
+            // 3.10e12 (ptxas: no spills against 132 bytes).
+            const unsigned after = __float_as_uint(largest) & (tp.one - 1);
+            const double m = __hiloint2double(static_cast<int>(grid_bits),
+                                              static_cast<int>(after));
             acc[i][j] = wide_step_output<JOIN>(S, m, low, acc[i][j]);
-            last = fmaxf(last, fabsf(acc[i][j]));
+            largest = fmaxf(largest, fabsf(acc[i][j]));
             continue;
           }
-          const int S = static_cast<int>(sum[i][j] + magic[i][j] * (2 * q - G) + q);
+          int S;
+          if constexpr (FCHAIN) {  // the chain's significand less 1.5's
+            S = static_cast<int>(__float_as_uint(fsum[i][j]) & 0x7fffffu) - 0x400000;
+          } else {
+            const unsigned q = __popc((abits[i] ^ bbits[j]) & step_bits);
+            S = static_cast<int>(sum[i][j] + magic[i][j] * (2 * q - G) + q);
+          }
           const float grid = __uint_as_float(magic[i][j] - (23u << 23));  // 2^E
           const float t = __fmul_rn(__int2float_rn(S), grid);
           float r;
@@ -402,10 +475,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
         }
       // A wide step's output that overflowed (rare) is redone by the per-output kernel.
       if constexpr (WIDE) {
-        float most = largest[0];
-#pragma unroll
-        for (int c = 1; c < CHAINS; ++c) most = fmaxf(most, largest[c]);
-        if (!(most <= 0x1.fffffep127f)) {  // Inf: the largest float fails
+        if (!(largest <= 0x1.fffffep127f)) {  // Inf: the largest float fails
 #pragma unroll
           for (int i = 0; i < TM; ++i)
 #pragma unroll
