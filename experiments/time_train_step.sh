@@ -2,8 +2,10 @@
 # time_train_step: the training study's `wide` step on a GPU, this tree against a base
 # revision (default: the commit before Float8Linear's operand reuse and the engine's
 # per-call set-up work), both built here with CUDA: the losses, per-GEMM SQNR and final
-# losses must be byte for byte the same; prints each tree's seconds a step and GEMM kernel
-# seconds a step (train_time.csv), and runs the CUDA tests of what changed on this tree.
+# losses compared byte for byte (a base from before train_study's deterministic settings,
+# 5f7d417 among them, differs from run to run, so against it they differ; docs/training.md);
+# prints each tree's seconds a step and GEMM kernel seconds a step (train_time.csv), and runs
+# the CUDA tests of what changed on this tree.
 #
 #   bash experiments/time_train_step.sh build [BASE]   # both trees' Python modules (minutes;
 #                                                      # again if cut short: ninja goes on)
