@@ -305,7 +305,9 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
       // A grid outside float's range (rare: a huge C, Inf or NaN operands) sends all of this
       // thread's outputs to the per-output kernel (GridRange: one predicate, no per-output bit).
       unsigned magic[TM][TN];
-      double wsum[TM][TN];  // WIDE: the products' chains, from 1.5 2^(E + 52) (wide_chain)
+      // WIDE and FCHAIN: each output's chain (wide_chain from 1.5 2^(E + 52), float_chain from
+      // 1.5 2^(E + 23))
+      V chain[TM][TN];
       GridRange range;
 #pragma unroll
       for (int i = 0; i < TM; i += 2)
@@ -318,7 +320,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
             for (int k = 0; k < 2; ++k) {
               const int e = k ? static_cast<int>(w) >> 16 : static_cast<int>(w << 16) >> 16;
               const int E = e < kZeroExponent + 400 ? 0 : e - frac;
-              wsum[i + k][j] = __hiloint2double(
+              chain[i + k][j] = __hiloint2double(
                   __double2hiint(Magic<double>::pow2(E + 52)) | 0x80000, 0);
             }
           } else {
@@ -356,35 +358,26 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
         load_words(b, &Bs[s + kk][tx * TN]);
         load_words(sb, reinterpret_cast<const unsigned*>(&Bm[s + kk][tx * TN]));
       };
-      float fsum[TM][TN];  // FCHAIN: the chains from 1.5 2^(E + 23), c's term in (float_chain)
-      if constexpr (FCHAIN) {
+      if constexpr (WIDE || FCHAIN) {  // each product's cut added to its output's chain
+        if constexpr (FCHAIN) {  // from 1.5 2^(E + 23), c's term in
 #pragma unroll
-        for (int i = 0; i < TM; ++i)
+          for (int i = 0; i < TM; ++i)
 #pragma unroll
-          for (int j = 0; j < TN; ++j)
-            fsum[i][j] = __uint_as_float(magic[i][j] + 0x400000u + sum[i][j]);
+            for (int j = 0; j < TN; ++j)
+              chain[i][j] = __uint_as_float(magic[i][j] + 0x400000u + sum[i][j]);
+        }
 #pragma unroll 2
         for (int kk = 0; kk < G; ++kk) {
-          V a[TM], b[TN];
+          V a[TM], b[TN];  // WIDE: the magnitudes, doubles already
           unsigned fa[TM], fb[TN];  // sign flips (wide_flip_masks)
           load_operands(kk, a, fa, b, fb);
 #pragma unroll
           for (int i = 0; i < TM; ++i)
 #pragma unroll
-            for (int j = 0; j < TN; ++j)
-              fsum[i][j] = float_chain(a[i], b[j], fa[i] ^ fb[j], fsum[i][j]);
-        }
-      } else if constexpr (WIDE) {  // each product's cut added to its output's chain (wide_chain)
-#pragma unroll 2
-        for (int kk = 0; kk < G; ++kk) {
-          V da[TM], db[TN];  // the magnitudes, doubles already
-          unsigned fa[TM], fb[TN];  // sign flips (wide_flip_masks)
-          load_operands(kk, da, fa, db, fb);
-#pragma unroll
-          for (int i = 0; i < TM; ++i)
-#pragma unroll
-            for (int j = 0; j < TN; ++j)
-              wsum[i][j] = wide_chain(da[i], db[j], fa[i] ^ fb[j], wsum[i][j]);
+            for (int j = 0; j < TN; ++j) {
+              if constexpr (WIDE) chain[i][j] = wide_chain(a[i], b[j], fa[i] ^ fb[j], chain[i][j]);
+              else chain[i][j] = float_chain(a[i], b[j], fa[i] ^ fb[j], chain[i][j]);
+            }
         }
       } else {
 #pragma unroll 2
@@ -427,8 +420,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
           if constexpr (WIDE) {  // the chain's sum, and 2^(E + 52) from its exponent
-            const long long S = wide_chain_sum(wsum[i][j]);
-            const unsigned grid_bits = static_cast<unsigned>(__double2hiint(wsum[i][j])) &
+            const long long S = wide_chain_sum(chain[i][j]);
+            const unsigned grid_bits = static_cast<unsigned>(__double2hiint(chain[i][j])) &
                                        0x7ff00000u;
             // The outputs' ends one after another: an end reads `largest` as the one before
             // left it (ANDed with a zero the compiler cannot see); side by side, their
@@ -445,7 +438,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
           }
           int S;
           if constexpr (FCHAIN) {  // the chain's significand less 1.5's
-            S = static_cast<int>(__float_as_uint(fsum[i][j]) & 0x7fffffu) - 0x400000;
+            S = static_cast<int>(__float_as_uint(chain[i][j]) & 0x7fffffu) - 0x400000;
           } else {
             const unsigned q = __popc((abits[i] ^ bbits[j]) & step_bits);
             S = static_cast<int>(sum[i][j] + magic[i][j] * (2 * q - G) + q);
