@@ -64,21 +64,24 @@ build)
   ;;
 run)
   failed=()
+  # One study of the wide preset: the tree's study script and module, steps, output folder
+  # (its log beside it, .log).
+  study() {  # src site steps out
+    PYTHONPATH="$2" "$python" "$1/experiments/train_study.py" --preset wide --device cuda \
+      --configs "${CONFIGS:-fast-accum,deepseek-v3}" --seeds 1 --steps "$3" \
+      --corpus "$corpus" --out "$4" > "$4.log" 2>&1
+  }
   echo "GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
   for tree in base this; do  # each tree's own study script and module
     src="$root" site="$root/build-gpu/site"
     [ $tree = base ] && src="$base_src" site="$root/build-gpu-base/site"
     rm -rf "${out:?}/$tree-first"
-    PYTHONPATH="$site" "$python" "$src/experiments/train_study.py" --preset wide --device cuda \
-      --configs "${CONFIGS:-fast-accum,deepseek-v3}" --seeds 1 --steps "${STEPS:-20}" \
-      --corpus "$corpus" --out "$out/$tree" > "$out/$tree.log" 2>&1 || failed+=("study $tree")
+    study "$src" "$site" "${STEPS:-20}" "$out/$tree" || failed+=("study $tree")
     tail -n 4 "$out/$tree.log"
     # A tree whose study does not record its first step apart (older ones): that step timed
     # by a run of one step, so that both trees' steps after the first compare.
     head -n 1 "$out/$tree/train_time.csv" 2>/dev/null | grep -q first_step_s ||
-      PYTHONPATH="$site" "$python" "$src/experiments/train_study.py" --preset wide --device cuda \
-        --configs "${CONFIGS:-fast-accum,deepseek-v3}" --seeds 1 --steps 1 --corpus "$corpus" \
-        --out "$out/$tree-first" > "$out/$tree-first.log" 2>&1 || failed+=("study $tree, 1 step")
+      study "$src" "$site" 1 "$out/$tree-first" || failed+=("study $tree, 1 step")
   done
   for f in train_curves.csv train_gemm.csv train_final.csv; do
     if cmp -s "$out/base/$f" "$out/this/$f"; then echo "same $f"
@@ -102,9 +105,7 @@ for tree in ("base", "this"):
               f"quantising {float(r['quantize_s']) / n:.4f} ({r['quantize_calls']} calls)")
 EOF
   # Every reuse checked against a fresh quantisation on the GPU, a few steps.
-  FP8SIM_VERIFY_REUSE=1 PYTHONPATH="$root/build-gpu/site" "$python" experiments/train_study.py \
-    --preset wide --device cuda --configs "${CONFIGS:-fast-accum,deepseek-v3}" --seeds 1 \
-    --steps 3 --corpus "$corpus" --out "$out/verify" > "$out/verify.log" 2>&1 &&
+  FP8SIM_VERIFY_REUSE=1 study "$root" "$root/build-gpu/site" 3 "$out/verify" &&
     echo "verify: every reused operand equal to a fresh quantisation" || failed+=("verify")
   if ((${#failed[@]})); then echo "FAILED: ${failed[*]}"; exit 1; fi
   echo "run: all passed"
