@@ -2,10 +2,11 @@
 # time_train_step: the training study's `wide` step on a GPU, this tree against a base
 # revision (default: the commit before Float8Linear's operand reuse and the engine's
 # per-call set-up work), both built here with CUDA: the losses, per-GEMM SQNR and final
-# losses compared byte for byte (a base from before train_study's deterministic settings,
-# 5f7d417 among them, differs from run to run, so against it they differ; docs/training.md);
-# prints each tree's seconds a step and GEMM kernel seconds a step (train_time.csv), and runs
-# the CUDA tests of what changed on this tree.
+# losses compared byte for byte with a run of the base under train_study's deterministic
+# settings, made from outside (a base from before them, 5f7d417 among them, differs from run to
+# run without them; docs/training.md); prints each tree's seconds a step and GEMM kernel
+# seconds a step (train_time.csv; the base's from its own run, as it is), and runs the CUDA
+# tests of what changed on this tree.
 #
 #   bash experiments/time_train_step.sh build [BASE]   # both trees' Python modules (minutes;
 #                                                      # again if cut short: ninja goes on)
@@ -64,10 +65,23 @@ build)
   ;;
 run)
   failed=()
+  # train_study's deterministic settings (train_study_runs.deterministic, on a GPU) made
+  # before a tree's study starts: for a base from before them.
+  det='import os, runpy, sys
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+import torch
+torch.use_deterministic_algorithms(True)
+for off in ("flash", "mem_efficient", "cudnn"):
+    getattr(torch.backends.cuda, f"enable_{off}_sdp")(False)
+sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name="__main__")'
   # One study of the wide preset: the tree's study script and module, steps, output folder
-  # (its log beside it, .log).
-  study() {  # src site steps out
-    PYTHONPATH="$2" "$python" "$1/experiments/train_study.py" --preset wide --device cuda \
+  # (its log beside it, .log); a fifth argument "det": under the settings above.
+  study() {  # src site steps out [det]
+    local run=("$1/experiments/train_study.py")
+    [ "${5:-}" = det ] && run=(-c "$det" "${run[@]}")
+    PYTHONPATH="$2" "$python" "${run[@]}" --preset wide --device cuda \
       --configs "${CONFIGS:-fast-accum,deepseek-v3}" --seeds 1 --steps "$3" \
       --corpus "$corpus" --out "$4" > "$4.log" 2>&1
   }
@@ -83,8 +97,11 @@ run)
     head -n 1 "$out/$tree/train_time.csv" 2>/dev/null | grep -q first_step_s ||
       study "$src" "$site" 1 "$out/$tree-first" || failed+=("study $tree, 1 step")
   done
+  # The base once more, under the deterministic settings, for the losses (not timed).
+  study "$base_src" "$root/build-gpu-base/site" "${STEPS:-20}" "$out/base-det" det ||
+    failed+=("study base, deterministic settings")
   for f in train_curves.csv train_gemm.csv train_final.csv; do
-    if cmp -s "$out/base/$f" "$out/this/$f"; then echo "same $f"
+    if cmp -s "$out/base-det/$f" "$out/this/$f"; then echo "same $f"
     else echo "DIFFERENT $f"; failed+=("$f"); fi
   done
   "$python" - "$out" <<'EOF'

@@ -218,9 +218,10 @@ def gemm_rows(model: nn.Module, seen: dict, config: str, step: int, seed: int):
 def deterministic(device: str) -> None:
     """The same run for the same seed on a GPU too: torch's deterministic kernels (embedding
     and loss gradients without atomics) and attention by its math backend (matmuls and a
-    softmax; the fused backends' gradients sum in no fixed order). The CPU's are already."""
+    softmax; the fused backends' gradients sum in no fixed order). The CPU's are already.
+    device: the run's, "cuda:0" and the like on a GPU."""
     torch.use_deterministic_algorithms(True)
-    if device == "cuda":
+    if torch.device(device).type == "cuda":
         torch.backends.cuda.enable_flash_sdp(False)
         torch.backends.cuda.enable_mem_efficient_sdp(False)
         torch.backends.cuda.enable_cudnn_sdp(False)
@@ -228,6 +229,7 @@ def deterministic(device: str) -> None:
 
 def run(task: str, config: str, seed: int, p: dict, device: str, data, dp: bool) -> dict:
     deterministic(device)
+    on_gpu = torch.device(device).type == "cuda"  # device: "cuda:0" and the like on a GPU
     torch.manual_seed(seed)
     rank, world = (dist.get_rank(), dist.get_world_size()) if dp else (0, 1)
     if task == "lm":
@@ -257,7 +259,7 @@ def run(task: str, config: str, seed: int, p: dict, device: str, data, dp: bool)
     def loss_of(net, xb, yb):
         # From pinned memory the upload does not wait for the GPU's queue (pageable memory's
         # does), so the host prepares the next step while the GPU runs this one.
-        xb, yb = (t.pin_memory() if device == "cuda" else t for t in (xb, yb))
+        xb, yb = (t.pin_memory() if on_gpu else t for t in (xb, yb))
         out = net(xb.to(device, non_blocking=True))
         yb = yb.to(device, non_blocking=True)
         if task == "lm":
@@ -281,7 +283,7 @@ def run(task: str, config: str, seed: int, p: dict, device: str, data, dp: bool)
             opt.step()
             losses.append(loss.detach())  # read at the logging step: no wait for the GPU per step
             if step == 1:  # the one wait outside the logging steps, for the first step's time
-                if device == "cuda":
+                if on_gpu:
                     torch.cuda.synchronize()
                 first_s = time.perf_counter() - t0
             if step % p["log_every"] == 0 or step == steps:

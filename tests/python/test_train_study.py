@@ -146,3 +146,29 @@ def check_time_shares(out):
     t = manifest["time"]
     assert t["gemm_calls"] == sum(int(r["gemm_calls"]) for r in rows.values())
     assert 0 < t["gemm_share"] < 1
+
+
+def test_gpu_runs_use_attention_math_backend():
+    """A run on a GPU ("cuda:0", as the study's workers name it) turns the fused attention
+    backends off (their gradients sum in no fixed order). The flags are the host's, so this
+    runs without a GPU. It failed while the check compared the device with "cuda"."""
+    import torch
+    sys.path.insert(0, os.path.join(ROOT, "experiments"))
+    try:
+        import train_study_runs
+    finally:
+        sys.path.pop(0)
+    b = torch.backends.cuda
+    saved = (torch.are_deterministic_algorithms_enabled(), b.flash_sdp_enabled(),
+             b.mem_efficient_sdp_enabled(), b.cudnn_sdp_enabled())
+    try:
+        for device, left_on in (("cpu", True), ("cuda:0", False)):
+            b.enable_flash_sdp(True), b.enable_mem_efficient_sdp(True), b.enable_cudnn_sdp(True)
+            train_study_runs.deterministic(device)
+            assert (b.flash_sdp_enabled(), b.mem_efficient_sdp_enabled(),
+                    b.cudnn_sdp_enabled()) == (left_on,) * 3, device
+        assert torch.are_deterministic_algorithms_enabled()
+        assert not (b.flash_sdp_enabled() or b.mem_efficient_sdp_enabled() or b.cudnn_sdp_enabled())
+    finally:
+        torch.use_deterministic_algorithms(saved[0])
+        b.enable_flash_sdp(saved[1]), b.enable_mem_efficient_sdp(saved[2]), b.enable_cudnn_sdp(saved[3])
