@@ -472,9 +472,12 @@ bool launch_tiled_for(const Params& p, cudaStream_t st) {
     return true;
   }
   if (p.fast == FastPath::f32) return false;
-  // The float kernel's double step (WIDE): a step's 16 even or odd cut products, each below
-  // 2^(frac + 2), fit int32; terms and outputs cut toward zero; folded codes where a scale
-  // block holds whole slabs (one scale a thread's part of a slab row).
+  // The float kernel's double step (WIDE): frac + 2 + log2(G / 2) <= 31, at most 25 fraction
+  // bits (26 in steps of 16), the bound of the int32 sums it had before its products went
+  // onto chains (wide_chain), kept: the models it was checked on against the CPU engine
+  // (the chains alone would allow more: |S| < 2^51, c's cut magnitude in a DADD's low word);
+  // terms and outputs cut toward zero; folded codes where a scale block holds whole slabs
+  // (one scale a thread's part of a slab row).
   const bool whole_slabs = !(p.g.fold && p.codes && p.g.scale_block % gpu::kTileBk != 0);
   if (m.frac_bits + 2 + (m.group == 32 ? 4 : 3) <= 31 && !rne && m.output_rounding == kRz &&
       whole_slabs) {

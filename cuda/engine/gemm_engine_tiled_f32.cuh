@@ -334,7 +334,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
       grid_bad = grid_bad || range.bad(frac);
       // 2. Every term's magnitude cut to its output's grid; the signed terms summed in int32,
       //    from c's term (a join: c cut to the grid, in units of it, signed; after this the
-      //    products' pass needs no register for c).
+      //    products' pass needs no register for c). WIDE and FCHAIN: the products onto their
+      //    outputs' chains instead (wide_chain, float_chain; FCHAIN's starts from c's term).
       unsigned sum[TM][TN];
 #pragma unroll
       for (int i = 0; i < TM; ++i)
@@ -404,7 +405,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)
       //    = c's + M (P - Q) + S' - Q modulo 2^32 (T = M + n), so S = sum + M (2Q - G) + Q;
       //    |S| < (G + 1) 2^(frac + 2) <= 2^24, so float(S) and S * 2^E are exact. Then the
       //    step's output rounding on t's bits (t is 0 or at least 2^E >= 2^-126: never below
-      //    fp32's normal range), c added after (add).
+      //    fp32's normal range), c added after (add). FCHAIN: S is the chain's significand
+      //    less 1.5's, no count; WIDE: wide_chain_sum, then wide_step_output.
       const unsigned step_bits = G == 32 ? 0xffffffffu : ((1u << G) - 1) << s;
       unsigned abits[TM], bbits[TN];  // the float step's: its negative terms' count
       if constexpr (!WIDE && !FCHAIN) {
